@@ -1,0 +1,122 @@
+import type { NodeOutcome } from './node-outcome.js';
+
+export type RedlockErrorCode =
+  | 'LOCK_HELD'
+  | 'QUORUM_UNREACHABLE'
+  | 'LOCK_LOST'
+  | 'EXTENSION_LIMIT'
+  | 'INVALID_ARGUMENT'
+  | 'ACQUIRE_ABORTED';
+
+/** Base class of every error this library throws; `code` is stable across versions. */
+export abstract class RedlockError extends Error {
+  abstract readonly code: RedlockErrorCode;
+
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = new.target.name;
+  }
+}
+
+function describe(outcomes: readonly NodeOutcome[]): string {
+  return outcomes.map((o) => (o.error ? `${o.node} ${o.status} (${o.error})` : `${o.node} ${o.status}`)).join(', ');
+}
+
+/** Another owner holds the resource on enough masters that a quorum is impossible. */
+export class LockHeldError extends RedlockError {
+  readonly code = 'LOCK_HELD';
+
+  constructor(
+    readonly resources: readonly string[],
+    /** Names of the masters that refused because another token holds the key. */
+    readonly refusedBy: readonly string[],
+    readonly attempts: number,
+    /** Longest remaining ttl of the blocking keys, when the masters reported it. */
+    readonly retryAfterMs: number | undefined,
+  ) {
+    super(
+      `lock on ${resources.join(', ')} is held by another owner (refused by ${refusedBy.join(', ')}; ` +
+        `${attempts} attempt${attempts === 1 ? '' : 's'})`,
+    );
+  }
+}
+
+/** Not enough masters answered (errors, timeouts) or the grant came too late to be valid. */
+export class QuorumUnreachableError extends RedlockError {
+  readonly code = 'QUORUM_UNREACHABLE';
+
+  constructor(
+    readonly resources: readonly string[],
+    readonly quorum: number,
+    /** What every master did in the last round; errors are free of credentials. */
+    readonly nodes: readonly NodeOutcome[],
+    readonly detail?: string,
+  ) {
+    const granted = nodes.filter((o) => o.status === 'granted').length;
+    super(
+      `quorum of ${quorum} unreachable for ${resources.join(', ')}: ${granted} granted; ` +
+        `${detail ? `${detail}; ` : ''}${describe(nodes)}`,
+    );
+  }
+
+  /** The masters that failed or timed out, as opposed to those that answered. */
+  get failedNodes(): string[] {
+    return this.nodes.filter((o) => o.status === 'error' || o.status === 'timeout').map((o) => o.node);
+  }
+}
+
+/** The lock is no longer held: it expired, was released, or a majority no longer has our token. */
+export class LockLostError extends RedlockError {
+  readonly code = 'LOCK_LOST';
+
+  constructor(
+    readonly resources: readonly string[],
+    readonly reason: string,
+    readonly nodes: readonly NodeOutcome[] = [],
+  ) {
+    super(`lock on ${resources.join(', ')} lost: ${reason}${nodes.length ? ` (${describe(nodes)})` : ''}`);
+  }
+}
+
+/** The lock reached `maxExtensions`; it stays valid until its current deadline, then it is gone. */
+export class ExtensionLimitError extends RedlockError {
+  readonly code = 'EXTENSION_LIMIT';
+
+  constructor(
+    readonly resources: readonly string[],
+    readonly maxExtensions: number,
+  ) {
+    super(`lock on ${resources.join(', ')} reached its limit of ${maxExtensions} extensions`);
+  }
+}
+
+export class InvalidArgumentError extends RedlockError {
+  readonly code = 'INVALID_ARGUMENT';
+
+  constructor(
+    readonly argument: string,
+    readonly value: unknown,
+    expectation: string,
+  ) {
+    super(`invalid ${argument}: ${formatValue(value)} (${expectation})`);
+  }
+}
+
+/** The caller's AbortSignal fired while waiting for the lock; nothing is held. */
+export class AcquireAbortedError extends RedlockError {
+  readonly code = 'ACQUIRE_ABORTED';
+
+  constructor(
+    readonly resources: readonly string[],
+    reason: unknown,
+  ) {
+    super(`acquiring ${resources.join(', ')} was aborted`, { cause: reason });
+  }
+}
+
+function formatValue(value: unknown): string {
+  if (typeof value === 'string') return JSON.stringify(value);
+  if (typeof value === 'number' || typeof value === 'boolean' || value == null) return String(value);
+  if (Array.isArray(value)) return `array of ${value.length}`;
+  return typeof value;
+}

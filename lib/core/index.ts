@@ -1,0 +1,16 @@
+export { Redlock, type AcquireOptions, type UsingOptions, type LockedRoutine } from './redlock.js';
+export { Lock, type ReleaseResult } from './lock.js';
+export { autoExtend } from './auto-extender.js';
+export { currentScope, LockSession, type LockScope } from './lock-session.js';
+export type { NodeOutcome, NodeStatus } from './node-outcome.js';
+export { MAX_TTL_MS, type RedlockOptions, type RedlockLogger, type WaitOptions } from './redlock-options.js';
+export {
+  RedlockError,
+  LockHeldError,
+  QuorumUnreachableError,
+  LockLostError,
+  ExtensionLimitError,
+  InvalidArgumentError,
+  AcquireAbortedError,
+  type RedlockErrorCode,
+} from './errors.js';

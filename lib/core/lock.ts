@@ -1,0 +1,134 @@
+import { monotonicNow } from './clock.js';
+import { LockLostError } from './errors.js';
+import type { NodeOutcome } from './node-outcome.js';
+
+/** What a release did on each master. Releasing never throws: an expired lock is a normal case. */
+export interface ReleaseResult {
+  /** How many masters deleted our key just now. */
+  readonly releasedOn: number;
+  /** True when a quorum still held our token at release, i.e. the lock had not been lost. */
+  readonly heldUntilRelease: boolean;
+  readonly nodes: readonly NodeOutcome[];
+}
+
+/** The engine side of a lock handle; kept narrow so the handle holds no engine internals. */
+export interface LockEngine {
+  extendLock(lock: Lock, ttlMs: number): Promise<void>;
+  releaseLock(lock: Lock): Promise<ReleaseResult>;
+}
+
+/**
+ * A held Redlock. Valid until `remainingMs()` reaches 0 on this process's monotonic clock,
+ * measured from before the acquire round was sent, less drift.
+ */
+export class Lock {
+  #deadline: number;
+  #ttlMs: number;
+  #extensions = 0;
+  #release: Promise<ReleaseResult> | undefined;
+  #lost: AbortController | undefined;
+  #deadlineTimer: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly engine: LockEngine,
+    readonly resources: readonly string[],
+    /** The Redis keys, `keyPrefix` + resource. */
+    readonly keys: readonly string[],
+    readonly token: string,
+    ttlMs: number,
+    deadline: number,
+    /** Fencing token, when the acquisition asked for one. */
+    readonly fence?: number,
+  ) {
+    this.#ttlMs = ttlMs;
+    this.#deadline = deadline;
+  }
+
+  /** The ttl of the last acquire or extend. */
+  get ttlMs(): number {
+    return this.#ttlMs;
+  }
+
+  get extensions(): number {
+    return this.#extensions;
+  }
+
+  get released(): boolean {
+    return this.#release !== undefined;
+  }
+
+  /** Milliseconds this lock can still be relied on; 0 once expired, lost or released. */
+  remainingMs(): number {
+    if (this.#release || this.#lost?.signal.aborted) return 0;
+    return Math.max(0, this.#deadline - monotonicNow());
+  }
+
+  /**
+   * Throws LockLostError unless the lock stays valid for at least `minMs` more: call it just
+   * before a side effect that must not happen without the lock.
+   */
+  assertValid(minMs = 0): void {
+    const reason = this.#lost?.signal.reason;
+    if (reason instanceof LockLostError) throw reason;
+    if (this.#release) throw new LockLostError(this.resources, 'released');
+    const remaining = this.remainingMs();
+    if (remaining <= minMs) {
+      throw new LockLostError(this.resources, `${Math.round(remaining)} ms of validity left, ${minMs} ms required`);
+    }
+  }
+
+  /**
+   * Fires when the lock must no longer be relied on: its validity deadline passed, or an
+   * automatic extension failed. Its reason is the RedlockError that says why.
+   */
+  get signal(): AbortSignal {
+    if (!this.#lost) {
+      this.#lost = new AbortController();
+      this.#armDeadline();
+    }
+    return this.#lost.signal;
+  }
+
+  /** Extends on a quorum, recomputing validity from the extension round. */
+  async extend(ttlMs: number = this.#ttlMs): Promise<this> {
+    await this.engine.extendLock(this, ttlMs);
+    return this;
+  }
+
+  /** Compare-and-delete on every master. Idempotent; never throws for an expired lock. */
+  release(): Promise<ReleaseResult> {
+    if (!this.#release) {
+      clearTimeout(this.#deadlineTimer);
+      this.#release = this.engine.releaseLock(this);
+    }
+    return this.#release;
+  }
+
+  /** @internal Called by the engine after a successful extension. */
+  renewed(deadline: number, ttlMs: number): void {
+    this.#deadline = deadline;
+    this.#ttlMs = ttlMs;
+    this.#extensions++;
+    if (this.#lost && !this.#lost.signal.aborted) this.#armDeadline();
+  }
+
+  /** @internal Fires the lost-lock signal with the error that explains it. */
+  markLost(error: LockLostError | Error): void {
+    clearTimeout(this.#deadlineTimer);
+    this.#lost ??= new AbortController();
+    if (!this.#lost.signal.aborted) this.#lost.abort(error);
+  }
+
+  #armDeadline(): void {
+    clearTimeout(this.#deadlineTimer);
+    if (this.#release) return;
+    const remaining = this.#deadline - monotonicNow();
+    const expire = () => this.markLost(new LockLostError(this.resources, 'validity deadline passed'));
+    if (remaining <= 0) {
+      expire();
+      return;
+    }
+    this.#deadlineTimer = setTimeout(expire, Math.ceil(remaining));
+    this.#deadlineTimer.unref();
+  }
+}

@@ -1,0 +1,96 @@
+import type { NodeOutcome } from './node-outcome.js';
+import type { RedisNode } from './redis-node.js';
+import { errorText } from './redis-node.js';
+
+export interface RoundReply {
+  granted: boolean;
+  value?: number;
+}
+
+export interface RoundOptions {
+  readonly quorum: number;
+  /** One deadline for the whole round: a node that has not answered by then counts as timed out. */
+  readonly timeoutMs: number;
+  /** Wait for every node (release) instead of deciding as soon as the outcome is known. */
+  readonly waitForAll: boolean;
+}
+
+export interface RoundResult {
+  /** One entry per node, in node order. Entries of stragglers keep updating after the decision. */
+  readonly outcomes: NodeOutcome[];
+  readonly granted: number;
+  /** Nodes that answered that the key is not ours. */
+  readonly refused: number;
+  /** Per node, settles (never rejects) once that node's request has finished, even after the decision. */
+  readonly landed: readonly Promise<void>[];
+}
+
+/**
+ * Sends one request to every node at once and settles as soon as the result is decided:
+ * a quorum granted, or so many refused or failed that a quorum is impossible, or the round's
+ * deadline passed. Requests still in flight are not cancelled (they cannot be); their
+ * outcomes keep landing in `outcomes`, and callers release on every node regardless.
+ */
+export function runRound(
+  nodes: readonly RedisNode[],
+  options: RoundOptions,
+  send: (node: RedisNode, index: number) => Promise<unknown>,
+  interpret: (reply: unknown) => RoundReply,
+): Promise<RoundResult> {
+  const total = nodes.length;
+  const outcomes: NodeOutcome[] = nodes.map((node) => ({ node: node.name, status: 'pending' }));
+  let granted = 0;
+  let refused = 0;
+  let answered = 0;
+  const landed: Promise<void>[] = [];
+
+  return new Promise<RoundResult>((resolve) => {
+    let settled = false;
+    const finish = () => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      resolve({ outcomes, granted, refused, landed });
+    };
+    const decided = () =>
+      answered === total ||
+      (!options.waitForAll && (granted >= options.quorum || answered - granted > total - options.quorum));
+
+    const timer = setTimeout(() => {
+      for (const outcome of outcomes) {
+        if (outcome.status === 'pending') {
+          outcome.status = 'timeout';
+          outcome.error = `no reply within ${options.timeoutMs} ms`;
+        }
+      }
+      finish();
+    }, options.timeoutMs);
+
+    nodes.forEach((node, index) => {
+      const outcome = outcomes[index]!;
+      const request = send(node, index);
+      landed.push(request.then(noop, noop));
+      request.then(
+        (reply) => {
+          if (outcome.status !== 'pending') return; // too late: already counted as timed out
+          const { granted: ok, value } = interpret(reply);
+          outcome.status = ok ? 'granted' : 'refused';
+          if (value !== undefined) outcome.value = value;
+          answered++;
+          if (ok) granted++;
+          else refused++;
+          if (decided()) finish();
+        },
+        (error: unknown) => {
+          if (outcome.status !== 'pending') return;
+          outcome.status = 'error';
+          outcome.error = errorText(error);
+          answered++;
+          if (decided()) finish();
+        },
+      );
+    });
+  });
+}
+
+function noop(): void {}

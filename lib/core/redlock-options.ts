@@ -1,0 +1,134 @@
+import { InvalidArgumentError } from './errors.js';
+
+export interface RedlockLogger {
+  warn(message: string): void;
+}
+
+/** How a caller waits for a lock that is held elsewhere. */
+export interface WaitOptions {
+  /** Extra rounds after the first one. Default: unlimited within `waitTimeoutMs`. */
+  retryCount?: number;
+  /** Total time to keep trying, in ms. Default 10 000. */
+  waitTimeoutMs?: number;
+  /** Base pause between rounds, in ms. Default 50. */
+  retryDelayMs?: number;
+  /** Random extra pause, uniform in [0, retryJitterMs], so contenders fall out of step. Default 50. */
+  retryJitterMs?: number;
+}
+
+export interface RedlockOptions extends WaitOptions {
+  /** Prepended to every resource name to form the Redis key. Default `"redlock:"`. */
+  keyPrefix?: string;
+  /** Share of the ttl allowed for clock drift between this process and the masters. Default 0.01. */
+  driftFactor?: number;
+  /**
+   * How long one round waits for the masters before counting the silent ones as failed, in ms.
+   * Default: 10% of the ttl, at most 100 ms and at least 1 ms.
+   */
+  nodeTimeoutMs?: number;
+  /** How many times one lock may be extended; unbounded extension would defeat expiry. Default 1000. */
+  maxExtensions?: number;
+  /** Where configuration warnings go (an even number of masters, for example). Default `console`. */
+  logger?: RedlockLogger;
+}
+
+export interface ResolvedRedlockOptions {
+  readonly keyPrefix: string;
+  readonly driftFactor: number;
+  readonly nodeTimeoutMs: number | undefined;
+  readonly maxExtensions: number;
+  readonly retryCount: number;
+  readonly waitTimeoutMs: number;
+  readonly retryDelayMs: number;
+  readonly retryJitterMs: number;
+  readonly logger: RedlockLogger;
+}
+
+/** Large enough for any job that extends its lock, small enough to catch a unit mistake. */
+export const MAX_TTL_MS = 24 * 60 * 60 * 1000;
+
+const DEFAULTS = {
+  keyPrefix: 'redlock:',
+  driftFactor: 0.01,
+  maxExtensions: 1000,
+  retryCount: Number.POSITIVE_INFINITY,
+  waitTimeoutMs: 10_000,
+  retryDelayMs: 50,
+  retryJitterMs: 50,
+} as const;
+
+export function resolveOptions(options: RedlockOptions = {}): ResolvedRedlockOptions {
+  const resolved = {
+    keyPrefix: options.keyPrefix ?? DEFAULTS.keyPrefix,
+    driftFactor: options.driftFactor ?? DEFAULTS.driftFactor,
+    nodeTimeoutMs: options.nodeTimeoutMs,
+    maxExtensions: options.maxExtensions ?? DEFAULTS.maxExtensions,
+    logger: options.logger ?? console,
+    ...resolveWait(options, DEFAULTS),
+  };
+  if (typeof resolved.keyPrefix !== 'string') {
+    throw new InvalidArgumentError('keyPrefix', resolved.keyPrefix, 'expected a string');
+  }
+  if (!(resolved.driftFactor >= 0 && resolved.driftFactor < 0.5)) {
+    throw new InvalidArgumentError('driftFactor', resolved.driftFactor, 'expected a number in [0, 0.5)');
+  }
+  if (resolved.nodeTimeoutMs !== undefined) checkPositiveInteger('nodeTimeoutMs', resolved.nodeTimeoutMs);
+  checkCount('maxExtensions', resolved.maxExtensions);
+  return resolved;
+}
+
+/** Per-call wait settings over the instance's, validated the same way. */
+export function resolveWait(
+  overrides: WaitOptions,
+  base: Required<WaitOptions>,
+): Required<WaitOptions> {
+  const wait = {
+    retryCount: overrides.retryCount ?? base.retryCount,
+    waitTimeoutMs: overrides.waitTimeoutMs ?? base.waitTimeoutMs,
+    retryDelayMs: overrides.retryDelayMs ?? base.retryDelayMs,
+    retryJitterMs: overrides.retryJitterMs ?? base.retryJitterMs,
+  };
+  checkCount('retryCount', wait.retryCount);
+  checkNonNegative('waitTimeoutMs', wait.waitTimeoutMs);
+  checkNonNegative('retryDelayMs', wait.retryDelayMs);
+  checkNonNegative('retryJitterMs', wait.retryJitterMs);
+  return wait;
+}
+
+export function checkTtl(argument: string, ttlMs: unknown): number {
+  if (typeof ttlMs !== 'number' || !Number.isInteger(ttlMs) || ttlMs <= 0 || ttlMs > MAX_TTL_MS) {
+    throw new InvalidArgumentError(argument, ttlMs, `expected an integer number of ms in [1, ${MAX_TTL_MS}]`);
+  }
+  return ttlMs;
+}
+
+export function checkResources(resources: unknown): string[] {
+  const list = typeof resources === 'string' ? [resources] : resources;
+  if (!Array.isArray(list) || list.length === 0) {
+    throw new InvalidArgumentError('resources', resources, 'expected a non-empty string or a non-empty array of them');
+  }
+  for (const resource of list) {
+    if (typeof resource !== 'string' || resource.length === 0) {
+      throw new InvalidArgumentError('resource', resource, 'expected a non-empty string');
+    }
+  }
+  // Duplicates would make the all-or-nothing script see its own key as taken.
+  return [...new Set(list as string[])];
+}
+
+function checkPositiveInteger(argument: string, value: unknown): void {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value <= 0) {
+    throw new InvalidArgumentError(argument, value, 'expected a positive integer');
+  }
+}
+
+function checkCount(argument: string, value: unknown): void {
+  const ok = typeof value === 'number' && value >= 0 && (Number.isInteger(value) || value === Number.POSITIVE_INFINITY);
+  if (!ok) throw new InvalidArgumentError(argument, value, 'expected a non-negative integer or Infinity');
+}
+
+function checkNonNegative(argument: string, value: unknown): void {
+  if (typeof value !== 'number' || !Number.isFinite(value) || value < 0) {
+    throw new InvalidArgumentError(argument, value, 'expected a finite number >= 0');
+  }
+}

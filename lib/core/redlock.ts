@@ -1,0 +1,313 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Redis } from 'ioredis';
+import { autoExtend } from './auto-extender.js';
+import { monotonicNow, validityMs } from './clock.js';
+import {
+  AcquireAbortedError,
+  ExtensionLimitError,
+  InvalidArgumentError,
+  LockHeldError,
+  LockLostError,
+  QuorumUnreachableError,
+  RedlockError,
+} from './errors.js';
+import { Lock, type LockEngine, type ReleaseResult } from './lock.js';
+import { currentScope, LockSession } from './lock-session.js';
+import { ACQUIRE_SCRIPT, EXTEND_SCRIPT, RELEASE_SCRIPT, type LuaScript } from './lua-scripts.js';
+import { runRound, type RoundReply, type RoundResult } from './quorum-round.js';
+import { RedisNode } from './redis-node.js';
+import {
+  checkResources,
+  checkTtl,
+  resolveOptions,
+  resolveWait,
+  type RedlockOptions,
+  type ResolvedRedlockOptions,
+  type WaitOptions,
+} from './redlock-options.js';
+import { newToken } from './token.js';
+
+export interface AcquireOptions extends WaitOptions {
+  /** Cancels waiting; the acquire then rejects with AcquireAbortedError and holds nothing. */
+  signal?: AbortSignal;
+}
+
+export interface UsingOptions extends AcquireOptions {
+  /** Extend the lock while the routine runs. Default true. */
+  autoExtend?: boolean;
+}
+
+export type LockedRoutine<T> = (signal: AbortSignal, lock: Lock) => Promise<T>;
+
+type Attempt = { lock: Lock } | { error: RedlockError; retryable: boolean };
+
+const MAX_DEFAULT_NODE_TIMEOUT_MS = 100;
+
+/**
+ * The Redlock algorithm over N independent Redis masters: a lock is held when a majority
+ * granted it within its validity, measured on a monotonic clock.
+ */
+export class Redlock implements LockEngine {
+  readonly nodes: readonly RedisNode[];
+  /** floor(N/2) + 1. */
+  readonly quorum: number;
+  readonly options: ResolvedRedlockOptions;
+  readonly #held = new Set<Lock>();
+  #pruneHeldAt = 64;
+  /** Per lock, when each master's acquire request finished: a release must not overtake it. */
+  readonly #acquireLanded = new WeakMap<Lock, readonly Promise<void>[]>();
+
+  constructor(clients: Redis | readonly Redis[], options: RedlockOptions = {}) {
+    this.options = resolveOptions(options);
+    this.nodes = toNodes(clients);
+    this.quorum = Math.floor(this.nodes.length / 2) + 1;
+    if (this.nodes.length % 2 === 0) {
+      this.options.logger.warn(
+        `redlock: ${this.nodes.length} masters is an even count; it tolerates no more failures than ` +
+          `${this.nodes.length - 1} would (quorum ${this.quorum}). Use an odd number of masters.`,
+      );
+    }
+  }
+
+  /** Acquires the lock on every resource at once, waiting per the wait options while it is held elsewhere. */
+  async acquire(resources: string | readonly string[], ttlMs: number, options: AcquireOptions = {}): Promise<Lock> {
+    const list = checkResources(resources);
+    checkTtl('ttlMs', ttlMs);
+    const wait = resolveWait(options, this.options);
+    const keys = list.map((resource) => this.options.keyPrefix + resource);
+    const giveUpAt = monotonicNow() + wait.waitTimeoutMs;
+
+    for (let attempt = 1; ; attempt++) {
+      if (options.signal?.aborted) throw new AcquireAbortedError(list, options.signal.reason);
+      const result = await this.attempt(list, keys, ttlMs, attempt);
+      if ('lock' in result) return result.lock;
+      const left = giveUpAt - monotonicNow();
+      if (!result.retryable || attempt > wait.retryCount || left <= 0) throw result.error;
+      const delay = Math.min(left, wait.retryDelayMs + Math.random() * wait.retryJitterMs);
+      try {
+        await sleep(delay, undefined, { signal: options.signal });
+      } catch {
+        throw new AcquireAbortedError(list, options.signal?.reason);
+      }
+    }
+  }
+
+  /** One round, no waiting: the lock, or null when another owner holds it. */
+  async tryAcquire(resources: string | readonly string[], ttlMs: number): Promise<Lock | null> {
+    try {
+      return await this.acquire(resources, ttlMs, { retryCount: 0 });
+    } catch (error) {
+      if (error instanceof LockHeldError) return null;
+      throw error;
+    }
+  }
+
+  /**
+   * Runs `routine` holding the lock: acquires, extends it while the routine runs (aborting
+   * `signal` if that fails or validity runs out), and always releases afterwards.
+   * Reentrant: inside a routine, asking again for resources this context already holds runs
+   * at once under the outer lock; only the resources not yet held are acquired.
+   */
+  async using<T>(
+    resources: string | readonly string[],
+    ttlMs: number,
+    routine: LockedRoutine<T>,
+    options: UsingOptions = {},
+  ): Promise<T> {
+    const session = await this.enter(resources, ttlMs, options);
+    try {
+      return await session.run(() => routine(session.signal, session.lock));
+    } finally {
+      await session.exit();
+    }
+  }
+
+  /**
+   * The building block of `using` for work that is not one promise (a stream, an Observable):
+   * acquires (or re-enters) and starts auto-extension; the caller runs the work with
+   * `session.run()` and must call `session.exit()` when it ends, however it ends.
+   */
+  async enter(resources: string | readonly string[], ttlMs: number, options: UsingOptions = {}): Promise<LockSession> {
+    const list = checkResources(resources);
+    checkTtl('ttlMs', ttlMs);
+    const outer = currentScope(this);
+    const missing = outer ? list.filter((resource) => !outer.locks.has(resource)) : list;
+    if (outer && missing.length === 0) {
+      return new LockSession(this, outer.locks.get(list[0]!)!, outer.signal, true, undefined);
+    }
+    const lock = await this.acquire(missing, ttlMs, options);
+    const stop = options.autoExtend === false ? undefined : autoExtend(lock, ttlMs);
+    const signal = outer ? AbortSignal.any([outer.signal, lock.signal]) : lock.signal;
+    return new LockSession(this, lock, signal, false, stop);
+  }
+
+  /** Locks acquired through this instance, not released and still valid. */
+  get heldLocks(): ReadonlySet<Lock> {
+    this.#pruneHeld();
+    return new Set(this.#held);
+  }
+
+  /**
+   * For shutdown: fires every held lock's signal (so running work stops acting), then
+   * releases them all on every master. Never throws.
+   */
+  async releaseAll(reason = 'released at shutdown'): Promise<void> {
+    const locks = [...this.#held];
+    for (const lock of locks) lock.markLost(new LockLostError(lock.resources, reason));
+    await Promise.all(locks.map((lock) => lock.release()));
+  }
+
+  /** @internal Use `lock.extend()`. */
+  async extendLock(lock: Lock, ttlMs: number): Promise<void> {
+    checkTtl('ttlMs', ttlMs);
+    if (lock.released) throw new LockLostError(lock.resources, 'released');
+    // A lock past its validity may already belong to someone else; reviving it would hide that.
+    if (lock.remainingMs() <= 0) throw new LockLostError(lock.resources, 'validity expired before the extension');
+    if (lock.extensions >= this.options.maxExtensions) {
+      throw new ExtensionLimitError(lock.resources, this.options.maxExtensions);
+    }
+    const start = monotonicNow();
+    const round = await this.round(lock.keys, ttlMs, false, grantedIfOne, this.runScript(EXTEND_SCRIPT, lock.keys, [lock.token, ttlMs]));
+    const validity = validityMs(ttlMs, monotonicNow() - start, this.options.driftFactor);
+    if (round.granted >= this.quorum && validity > 0) {
+      lock.renewed(start + validity, ttlMs);
+      return;
+    }
+    const failure = this.classify(lock.resources, round, validity, 0);
+    if (failure.error instanceof LockHeldError) {
+      const lost = new LockLostError(lock.resources, 'a majority of masters no longer holds this lock', round.outcomes);
+      lock.markLost(lost);
+      throw lost;
+    }
+    throw failure.error;
+  }
+
+  /** @internal Use `lock.release()`. */
+  async releaseLock(lock: Lock): Promise<ReleaseResult> {
+    this.#held.delete(lock);
+    const round = await this.releaseKeys(lock.keys, lock.token, lock.ttlMs, this.#acquireLanded.get(lock));
+    return { releasedOn: round.granted, heldUntilRelease: round.granted >= this.quorum, nodes: round.outcomes };
+  }
+
+  private async attempt(resources: string[], keys: string[], ttlMs: number, attempt: number): Promise<Attempt> {
+    const token = newToken();
+    const start = monotonicNow();
+    const round = await this.round(keys, ttlMs, false, interpretAcquire, this.runScript(ACQUIRE_SCRIPT, keys, [token, ttlMs]));
+    const validity = validityMs(ttlMs, monotonicNow() - start, this.options.driftFactor);
+    if (round.granted >= this.quorum && validity > 0) {
+      const lock = new Lock(this, resources, keys, token, ttlMs, start + validity);
+      this.#held.add(lock);
+      if (this.#held.size >= this.#pruneHeldAt) this.#pruneHeld();
+      this.#acquireLanded.set(lock, round.landed);
+      return { lock };
+    }
+    // Timed-out requests may still be applied, and a late grant may land on any node: clean
+    // everywhere, each node only after its acquire has finished (see releaseKeys).
+    await this.releaseKeys(keys, token, ttlMs, round.landed);
+    return this.classify(resources, round, validity, attempt);
+  }
+
+  /**
+   * Why a round failed. Too few masters answering is not worth waiting out (callers get a fast
+   * failure); contention and a round too slow for the ttl are.
+   */
+  private classify(resources: string[] | readonly string[], round: RoundResult, validity: number, attempt: number) {
+    const total = this.nodes.length;
+    const failed = round.outcomes.filter((o) => o.status === 'error' || o.status === 'timeout').length;
+    if (failed > total - this.quorum) {
+      return { error: new QuorumUnreachableError(resources, this.quorum, round.outcomes), retryable: false };
+    }
+    if (round.granted >= this.quorum) {
+      const detail = `granted with ${Math.round(validity)} ms of validity left, which is no validity`;
+      return { error: new QuorumUnreachableError(resources, this.quorum, round.outcomes, detail), retryable: true };
+    }
+    const refusals = round.outcomes.filter((o) => o.status === 'refused');
+    const retryAfter = refusals.reduce<number | undefined>(
+      (max, o) => (o.value !== undefined && o.value >= 0 ? Math.max(max ?? 0, o.value) : max),
+      undefined,
+    );
+    const refusedBy = refusals.map((o) => o.node);
+    return { error: new LockHeldError(resources, refusedBy, attempt, retryAfter), retryable: true };
+  }
+
+  /** Forgets locks that expired without a release (lost ones), at amortised O(1) per acquire. */
+  #pruneHeld(): void {
+    for (const lock of this.#held) if (lock.remainingMs() <= 0) this.#held.delete(lock);
+    this.#pruneHeldAt = Math.max(64, this.#held.size * 2);
+  }
+
+  /**
+   * Compare-and-delete on every master. Where an acquire with this token may still be in
+   * flight, the release waits for it: one connection keeps command order, but an EVALSHA
+   * answered NOSCRIPT is re-sent as EVAL behind whatever was queued meanwhile, so an
+   * unchained release could run first and leave the late acquire's key behind.
+   */
+  private releaseKeys(
+    keys: readonly string[],
+    token: string,
+    ttlMs: number,
+    acquireLanded?: readonly Promise<void>[],
+  ): Promise<RoundResult> {
+    const release = (node: RedisNode) => node.run(RELEASE_SCRIPT, keys, [token]);
+    return this.round(keys, ttlMs, true, grantedIfPositive, (node, index) => {
+      const landed = acquireLanded?.[index];
+      return landed ? landed.then(() => release(node)) : release(node);
+    });
+  }
+
+  private round(
+    keys: readonly string[],
+    ttlMs: number,
+    waitForAll: boolean,
+    interpret: (reply: unknown) => RoundReply,
+    send: (node: RedisNode, index: number) => Promise<unknown>,
+  ): Promise<RoundResult> {
+    const timeoutMs = this.options.nodeTimeoutMs ?? defaultNodeTimeout(ttlMs);
+    return runRound(this.nodes, { quorum: this.quorum, timeoutMs, waitForAll }, send, interpret);
+  }
+
+  private runScript(script: LuaScript, keys: readonly string[], args: (string | number)[]) {
+    return (node: RedisNode) => node.run(script, keys, args);
+  }
+}
+
+function defaultNodeTimeout(ttlMs: number): number {
+  return Math.max(1, Math.min(MAX_DEFAULT_NODE_TIMEOUT_MS, Math.round(ttlMs / 10)));
+}
+
+function interpretAcquire(reply: unknown): RoundReply {
+  const [status, value] = reply as [number, number];
+  return status === 1 ? { granted: true } : { granted: false, value: Number(value) };
+}
+
+function grantedIfOne(reply: unknown): RoundReply {
+  return { granted: Number(reply) === 1 };
+}
+
+function grantedIfPositive(reply: unknown): RoundReply {
+  return { granted: Number(reply) > 0 };
+}
+
+function toNodes(clients: Redis | readonly Redis[]): RedisNode[] {
+  const list = (Array.isArray(clients) ? clients : [clients]) as readonly Redis[];
+  if (list.length === 0) throw new InvalidArgumentError('clients', clients, 'expected at least one Redis master');
+  const nodes: RedisNode[] = [];
+  const seen = new Map<string, number>();
+  list.forEach((client, index) => {
+    if (!client || typeof (client as Partial<Redis>).evalsha !== 'function') {
+      throw new InvalidArgumentError(`clients[${index}]`, client, 'expected an ioredis client');
+    }
+    if (list.indexOf(client) !== index) {
+      throw new InvalidArgumentError(`clients[${index}]`, 'the same client', `already given as clients[${list.indexOf(client)}]`);
+    }
+    const node = new RedisNode(client);
+    const earlier = seen.get(node.name);
+    if (earlier !== undefined) {
+      // Two databases of one server are not independent masters: one crash takes both votes.
+      throw new InvalidArgumentError(`clients[${index}]`, node.name, `same address as clients[${earlier}]`);
+    }
+    seen.set(node.name, index);
+    nodes.push(node);
+  });
+  return nodes;
+}

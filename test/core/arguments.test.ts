@@ -1,0 +1,123 @@
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { InvalidArgumentError, MAX_TTL_MS, QuorumUnreachableError, Redlock } from '../../lib/index.js';
+import { connectMasters, disconnectAll, LOCK_CLIENT_OPTIONS } from '../support/masters.js';
+import { RedisFleet } from '../support/redis-fleet.js';
+
+let fleet: RedisFleet;
+let clients: Redis[];
+let redlock: Redlock;
+const extra: Redis[] = [];
+
+beforeAll(async () => {
+  fleet = await RedisFleet.start(3);
+  clients = await connectMasters(fleet.urls());
+  redlock = new Redlock(clients);
+});
+
+afterAll(async () => {
+  disconnectAll([...(clients ?? []), ...extra]);
+  await fleet?.stopAll();
+});
+
+function invalid(argument: string) {
+  return (error: unknown) => {
+    expect(error).toBeInstanceOf(InvalidArgumentError);
+    expect((error as InvalidArgumentError).code).toBe('INVALID_ARGUMENT');
+    expect((error as InvalidArgumentError).argument).toBe(argument);
+    return true;
+  };
+}
+
+describe('ttl', () => {
+  it.each([0, -1, 1.5, Number.NaN, Number.POSITIVE_INFINITY, MAX_TTL_MS + 1, '1000', undefined])(
+    'rejects %s with a typed error naming ttlMs',
+    async (ttl) => {
+      const error = await redlock.acquire('ttl', ttl as number).catch((e) => e);
+      expect(invalid('ttlMs')(error)).toBe(true);
+      expect(error.message).toContain('ttlMs');
+      await expect(redlock.using('ttl', ttl as number, async () => 1)).rejects.toBeInstanceOf(InvalidArgumentError);
+    },
+  );
+
+  it('rejects a bad ttl on extend without touching the lock', async () => {
+    const lock = await redlock.acquire('extend-ttl', 5_000);
+    await expect(lock.extend(0)).rejects.toSatisfy(invalid('ttlMs'));
+    expect(lock.remainingMs()).toBeGreaterThan(0);
+    expect(await clients[0]!.get('redlock:extend-ttl')).toBe(lock.token);
+    await lock.release();
+  });
+});
+
+describe('resources', () => {
+  it.each([[''], [[]], [['']], [['a', '']], [[5]], [null], [undefined]])('rejects %j', async (resources) => {
+    const error = await redlock.acquire(resources as string, 1_000).catch((e) => e);
+    expect(error).toBeInstanceOf(InvalidArgumentError);
+    expect(error.message).toMatch(/resource/);
+  });
+
+  it('names the empty value it refused', async () => {
+    const error = await redlock.acquire('', 1_000).catch((e) => e);
+    expect(error.message).toContain('""');
+  });
+});
+
+describe('masters', () => {
+  it('needs at least one', () => {
+    expect(() => new Redlock([])).toThrow(/clients.*at least one/);
+  });
+
+  it('refuses the same client twice', () => {
+    expect(() => new Redlock([clients[0]!, clients[1]!, clients[0]!])).toThrow(
+      expect.objectContaining({ code: 'INVALID_ARGUMENT', argument: 'clients[2]' }),
+    );
+  });
+
+  it('refuses two clients to one address: two databases of one server are not independent', () => {
+    const sameServer = new Redis(fleet.urls()[0]! + '/3', { lazyConnect: true });
+    extra.push(sameServer);
+    expect(() => new Redlock([clients[0]!, sameServer])).toThrow(/clients\[1\].*same address as clients\[0\]/);
+  });
+
+  it('refuses something that is not an ioredis client', () => {
+    expect(() => new Redlock([{} as Redis])).toThrow(/clients\[0\]/);
+  });
+
+  it('warns about an even count, and still works', async () => {
+    const warnings: string[] = [];
+    const even = new Redlock(clients.slice(0, 2), { logger: { warn: (m) => warnings.push(m) } });
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]).toMatch(/2 masters is an even count/);
+    expect(even.quorum).toBe(2);
+    await (await even.acquire('even', 1_000)).release();
+  });
+
+  it('rejects bad engine options by name', () => {
+    expect(() => new Redlock(clients, { driftFactor: 2 })).toThrow(expect.objectContaining({ argument: 'driftFactor' }));
+    expect(() => new Redlock(clients, { nodeTimeoutMs: 0 })).toThrow(expect.objectContaining({ argument: 'nodeTimeoutMs' }));
+    expect(() => new Redlock(clients, { retryCount: -1 })).toThrow(expect.objectContaining({ argument: 'retryCount' }));
+    expect(() => new Redlock(clients, { maxExtensions: 1.5 })).toThrow(expect.objectContaining({ argument: 'maxExtensions' }));
+  });
+});
+
+describe('credentials', () => {
+  it('never appear in node names or errors', async () => {
+    const guarded = await RedisFleet.start(3);
+    try {
+      const admins = await connectMasters(guarded.urls());
+      await Promise.all(admins.map((admin) => admin.config('SET', 'requirepass', 'the-right-one')));
+      disconnectAll(admins);
+      const wrong = guarded.urls().map((url) => url.replace('redis://', 'redis://default:hunter2-secret@'));
+      const locked = wrong.map((url) => new Redis(url, { ...LOCK_CLIENT_OPTIONS, retryStrategy: () => null }));
+      extra.push(...locked);
+      for (const client of locked) client.on('error', () => {});
+      const engine = new Redlock(locked);
+      expect(engine.nodes.map((n) => n.name)).toEqual(guarded.nodes.map((n) => `127.0.0.1:${n.port}`));
+      const error = await engine.acquire('secret', 1_000).catch((e) => e);
+      expect(error).toBeInstanceOf(QuorumUnreachableError);
+      expect(`${error.message} ${JSON.stringify(error.nodes)} ${error.stack}`).not.toContain('hunter2');
+    } finally {
+      await guarded.stopAll();
+    }
+  });
+});

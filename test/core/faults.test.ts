@@ -1,0 +1,131 @@
+import type { Redis } from 'ioredis';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { LockHeldError, QuorumUnreachableError, Redlock } from '../../lib/index.js';
+import { connectMasters, disconnectAll, keysOn, untilReady } from '../support/masters.js';
+import { RedisFleet } from '../support/redis-fleet.js';
+
+let fleet: RedisFleet;
+let clients: Redis[];
+let redlock: Redlock;
+
+beforeAll(async () => {
+  fleet = await RedisFleet.start(5);
+});
+
+beforeEach(async () => {
+  clients = await connectMasters(fleet.urls());
+  redlock = new Redlock(clients);
+});
+
+afterEach(async () => {
+  disconnectAll(clients);
+  // Every test leaves all five masters up, empty and answering for the next one.
+  for (const node of fleet.nodes) {
+    if (node.paused) fleet.resume(node.index);
+    if (!node.running) await fleet.start(node.index);
+  }
+  // Commands a paused master had queued ran on resume; their keys would expire, but not in time.
+  const cleaners = await connectMasters(fleet.urls());
+  await Promise.all(cleaners.map((c) => c.flushall()));
+  disconnectAll(cleaners);
+});
+
+afterAll(async () => {
+  await fleet?.stopAll();
+});
+
+const nameOf = (index: number) => `127.0.0.1:${fleet.nodes[index]!.port}`;
+
+describe('a minority of masters down', () => {
+  it('acquires, extends and releases with 2 of 5 masters killed', async () => {
+    await fleet.kill(0);
+    await fleet.kill(3);
+    const lock = await redlock.acquire('minority', 2_000);
+    expect(lock.remainingMs()).toBeGreaterThan(0);
+    await lock.extend(4_000);
+    expect(lock.remainingMs()).toBeGreaterThan(2_000);
+    const result = await lock.release();
+    expect(result.heldUntilRelease).toBe(true);
+    expect(result.releasedOn).toBe(3);
+    expect(result.nodes.filter((n) => n.status === 'error').map((n) => n.node)).toEqual([nameOf(0), nameOf(3)]);
+    expect((await keysOn([clients[1]!, clients[2]!, clients[4]!])).flat()).toEqual([]);
+  });
+});
+
+describe('a majority of masters down', () => {
+  it('fails at once with the quorum error naming the dead masters, and leaves no key', async () => {
+    await Promise.all([fleet.kill(1), fleet.kill(2), fleet.kill(4)]);
+    // A long wait budget: the failure must come from the first round, not from waiting it out.
+    const error = await redlock.acquire('majority', 2_000, { waitTimeoutMs: 600_000 }).catch((e) => e);
+    expect(error).toBeInstanceOf(QuorumUnreachableError);
+    expect(error.code).toBe('QUORUM_UNREACHABLE');
+    expect(error.failedNodes.sort()).toEqual([nameOf(1), nameOf(2), nameOf(4)].sort());
+    for (const index of [1, 2, 4]) expect(error.message).toContain(nameOf(index));
+    expect((await keysOn([clients[0]!, clients[3]!])).flat()).toEqual([]);
+    await expect(redlock.tryAcquire('majority', 2_000)).rejects.toBeInstanceOf(QuorumUnreachableError);
+  });
+
+  it('is live again once the masters come back', async () => {
+    await Promise.all([fleet.kill(0), fleet.kill(1), fleet.kill(2)]);
+    await expect(redlock.acquire('comeback', 2_000)).rejects.toBeInstanceOf(QuorumUnreachableError);
+    await Promise.all([fleet.start(0), fleet.start(1), fleet.start(2)]);
+    await Promise.all(clients.map(untilReady));
+    const lock = await redlock.acquire('comeback', 2_000);
+    expect((await lock.release()).releasedOn).toBe(5);
+  });
+});
+
+describe('a paused master', () => {
+  it('does not stall acquire beyond the node timeout', async () => {
+    const patient = new Redlock(clients, { nodeTimeoutMs: 300 });
+    fleet.pause(2);
+    const lock = await patient.acquire('paused-one', 5_000); // four others answer: no wait at all
+    await lock.release();
+
+    fleet.pause(3);
+    fleet.pause(4);
+    const started = performance.now();
+    const error = await patient.acquire('paused-three', 5_000, { waitTimeoutMs: 600_000 }).catch((e) => e);
+    const took = performance.now() - started;
+    expect(error).toBeInstanceOf(QuorumUnreachableError);
+    expect(error.nodes.filter((n: { status: string }) => n.status === 'timeout').map((n: { node: string }) => n.node))
+      .toEqual([nameOf(2), nameOf(3), nameOf(4)]);
+    // Without the round deadline this would hang for as long as the masters stay paused. The
+    // bound is loose on purpose: it separates "bounded by the timeout" from "hangs", not speeds.
+    expect(took).toBeLessThan(300 * 10);
+  });
+});
+
+describe('script cache loss', () => {
+  it('survives SCRIPT FLUSH mid-run', async () => {
+    for (let i = 0; i < 20; i++) {
+      if (i === 10) await Promise.all(clients.map((c) => c.script('FLUSH')));
+      const lock = await redlock.acquire('flushed', 2_000);
+      await lock.release();
+    }
+    expect((await keysOn(clients)).flat()).toEqual([]);
+  });
+
+  it('never lets a release overtake an acquire re-sent after NOSCRIPT', async () => {
+    // Three masters refuse at once while two are still re-sending the acquire as EVAL: the
+    // cleanup release that follows must not land before it, or it would leave a stray key.
+    for (const client of clients.slice(0, 3)) await client.set('redlock:overtake', 'other', 'PX', 60_000);
+    for (let i = 0; i < 20; i++) {
+      await Promise.all(clients.map((c) => c.script('FLUSH')));
+      expect(await redlock.tryAcquire('overtake', 30_000)).toBeNull();
+    }
+    const values = await Promise.all(clients.map((c) => c.get('redlock:overtake')));
+    expect(values).toEqual(['other', 'other', 'other', null, null]);
+  });
+});
+
+describe('contention with a crashed holder', () => {
+  it('reports how long the blocking key still lives', async () => {
+    const holder = await redlock.acquire('crashed', 3_000);
+    const error = await redlock.acquire('crashed', 3_000, { retryCount: 0 }).catch((e) => e);
+    expect(error).toBeInstanceOf(LockHeldError);
+    expect(error.retryAfterMs).toBeGreaterThan(0);
+    expect(error.retryAfterMs).toBeLessThanOrEqual(3_000);
+    await holder.release();
+  });
+});

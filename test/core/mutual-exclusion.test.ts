@@ -1,0 +1,137 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { LockHeldError, Redlock } from '../../lib/index.js';
+import { connectMasters, disconnectAll, keysOn } from '../support/masters.js';
+import { RedisFleet } from '../support/redis-fleet.js';
+
+let fleet: RedisFleet;
+const opened: Redis[] = [];
+
+beforeAll(async () => {
+  fleet = await RedisFleet.start(5);
+});
+
+afterAll(async () => {
+  disconnectAll(opened);
+  await fleet?.stopAll();
+});
+
+/** One engine with connections of its own, as a separate replica of an app would have. */
+async function engine(masters: number): Promise<Redlock> {
+  const clients = await connectMasters(fleet.urls().slice(0, masters));
+  opened.push(...clients);
+  return new Redlock(clients, { logger: { warn: () => {} } });
+}
+
+describe.each([1, 3, 5])('%i master(s)', (masters) => {
+  it('never lets two of many concurrent clients inside the same lock', async () => {
+    const engines = await Promise.all(Array.from({ length: 6 }, () => engine(masters)));
+    const resource = `hot-${masters}`;
+    let inside = 0;
+    let mostInside = 0;
+    let cycles = 0;
+    await Promise.all(
+      engines.flatMap((redlock) =>
+        Array.from({ length: 3 }, async () => {
+          for (let i = 0; i < 8; i++) {
+            await redlock.using(
+              resource,
+              2_000,
+              async () => {
+                inside++;
+                mostInside = Math.max(mostInside, inside);
+                await sleep(1); // the critical section's work: lets the others try to get in
+                inside--;
+                cycles++;
+              },
+              { waitTimeoutMs: 60_000 },
+            );
+          }
+        }),
+      ),
+    );
+    expect(mostInside).toBe(1);
+    expect(cycles).toBe(6 * 3 * 8);
+    const [clients] = [opened.slice(-masters)];
+    const left = (await keysOn(clients!)).flat();
+    expect(left).toEqual([]);
+  });
+
+  it('takes a multi-resource lock all or nothing', async () => {
+    const [holder, contender] = [await engine(masters), await engine(masters)];
+    const middle = await holder.acquire(`mr-${masters}-b`, 5_000);
+
+    const names = ['a', 'b', 'c'].map((n) => `mr-${masters}-${n}`);
+    await expect(contender.acquire(names, 5_000, { retryCount: 0 })).rejects.toBeInstanceOf(LockHeldError);
+    const clients = opened.slice(-masters);
+    for (const keys of await keysOn(clients, `redlock:mr-${masters}-*`)) {
+      expect(keys).toEqual([`redlock:mr-${masters}-b`]);
+    }
+
+    await middle.release();
+    const all = await contender.acquire(names, 5_000, { retryCount: 0 });
+    for (const keys of await keysOn(clients, `redlock:mr-${masters}-*`)) {
+      expect(keys.sort()).toEqual(names.map((n) => `redlock:${n}`));
+    }
+    await all.release();
+  });
+});
+
+describe('per-node all or nothing', () => {
+  it('a master where one of the resources is taken sets none of them, and the quorum still decides', async () => {
+    const redlock = await engine(3);
+    const clients = opened.slice(-3);
+    await clients[0]!.set('redlock:pn-b', 'someone-else', 'PX', 10_000);
+
+    const lock = await redlock.acquire(['pn-a', 'pn-b'], 5_000, { retryCount: 0 });
+    expect(await clients[0]!.exists('redlock:pn-a')).toBe(0);
+    expect(await clients[0]!.get('redlock:pn-b')).toBe('someone-else');
+    for (const client of clients.slice(1)) {
+      expect(await client.mget('redlock:pn-a', 'redlock:pn-b')).toEqual([lock.token, lock.token]);
+    }
+    await lock.release();
+    expect(await clients[0]!.get('redlock:pn-b')).toBe('someone-else');
+  });
+
+  it('refused by a majority: fails, says who refused, and leaves none of its own keys', async () => {
+    const redlock = await engine(5);
+    const clients = opened.slice(-5);
+    for (const client of clients.slice(0, 3)) await client.set('redlock:maj', 'other-owner', 'PX', 10_000);
+
+    const error = await redlock.acquire('maj', 5_000, { retryCount: 2, retryDelayMs: 1, retryJitterMs: 1 }).catch((e) => e);
+    expect(error).toBeInstanceOf(LockHeldError);
+    expect(error.code).toBe('LOCK_HELD');
+    expect(error.attempts).toBe(3);
+    expect(error.refusedBy).toEqual(fleet.nodes.slice(0, 3).map((n) => `127.0.0.1:${n.port}`));
+    expect(error.retryAfterMs).toBeGreaterThan(0);
+    expect(error.message).not.toContain('other-owner');
+    const values = await Promise.all(clients.map((c) => c.get('redlock:maj')));
+    expect(values).toEqual(['other-owner', 'other-owner', 'other-owner', null, null]);
+  });
+
+  it('uses a fresh token for every round, so its own leftovers never vote against it', async () => {
+    const redlock = await engine(3);
+    const clients = opened.slice(-3);
+    const seen = new Set<string>();
+    // Observe the token each round writes by holding the key elsewhere on two masters.
+    for (const client of clients.slice(0, 2)) await client.set('redlock:fresh', 'other', 'PX', 10_000);
+    const monitor = await clients[2]!.duplicate().monitor();
+    opened.push(monitor as unknown as Redis);
+    let markerSeen!: () => void;
+    const marker = new Promise<void>((resolve) => (markerSeen = resolve));
+    monitor.on('monitor', (_time: string, args: string[]) => {
+      const at = args.indexOf('redlock:fresh');
+      if (/^eval/i.test(args[0] ?? '') && at > 0) seen.add(args[at + 1]!);
+      if (args[0]?.toLowerCase() === 'echo' && args[1] === 'fresh-done') markerSeen();
+    });
+    await expect(
+      redlock.acquire('fresh', 5_000, { retryCount: 3, retryDelayMs: 1, retryJitterMs: 1 }),
+    ).rejects.toBeInstanceOf(LockHeldError);
+    // MONITOR reports commands in the order the server ran them: once it shows this marker,
+    // it has shown every round's acquire and release before it.
+    await clients[2]!.echo('fresh-done');
+    await marker;
+    expect(seen.size).toBe(4);
+  });
+});

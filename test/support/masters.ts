@@ -1,0 +1,38 @@
+import { once } from 'node:events';
+import { Redis, type RedisOptions } from 'ioredis';
+
+/**
+ * ioredis clients as a lock user should configure them: no offline queue, so a dead master
+ * fails the request at once instead of holding it until reconnection.
+ */
+export const LOCK_CLIENT_OPTIONS: RedisOptions = {
+  enableOfflineQueue: false,
+  maxRetriesPerRequest: 1,
+  retryStrategy: (times) => Math.min(times * 20, 200),
+};
+
+export async function connectMasters(urls: readonly string[], options: RedisOptions = {}): Promise<Redis[]> {
+  const clients = urls.map((url) => {
+    const client = new Redis(url, { ...LOCK_CLIENT_OPTIONS, ...options });
+    // Reconnection errors while a test has a master down are expected; failed commands still reject.
+    client.on('error', () => {});
+    return client;
+  });
+  await Promise.all(clients.map(untilReady));
+  return clients;
+}
+
+/** Resolves when the client can take commands (it reconnects by itself after a restart). */
+export async function untilReady(client: Redis): Promise<void> {
+  if (client.status === 'ready') return;
+  await once(client, 'ready');
+}
+
+export function disconnectAll(clients: Iterable<Redis>): void {
+  for (const client of clients) client.disconnect();
+}
+
+/** Every key on every master, for asserting what a lock left behind. */
+export async function keysOn(clients: readonly Redis[], pattern = '*'): Promise<string[][]> {
+  return Promise.all(clients.map((client) => client.keys(pattern)));
+}
