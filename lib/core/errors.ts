@@ -18,6 +18,10 @@ export abstract class RedlockError extends Error {
   }
 }
 
+export function isFailure(status: NodeOutcome['status']): boolean {
+  return status === 'error' || status === 'timeout' || status === 'quarantined';
+}
+
 function describe(outcomes: readonly NodeOutcome[]): string {
   return outcomes.map((o) => (o.error ? `${o.node} ${o.status} (${o.error})` : `${o.node} ${o.status}`)).join(', ');
 }
@@ -59,9 +63,9 @@ export class QuorumUnreachableError extends RedlockError {
     );
   }
 
-  /** The masters that failed or timed out, as opposed to those that answered. */
+  /** The masters that failed, timed out or were in restart quarantine, as opposed to those that answered. */
   get failedNodes(): string[] {
-    return this.nodes.filter((o) => o.status === 'error' || o.status === 'timeout').map((o) => o.node);
+    return this.nodes.filter((o) => isFailure(o.status)).map((o) => o.node);
   }
 }
 

@@ -14,3 +14,5 @@ export {
   AcquireAbortedError,
   type RedlockErrorCode,
 } from './errors.js';
+export type { QuarantineNotice } from './restart-quarantine.js';
+export { nextFence } from './fence.js';

@@ -1,6 +1,6 @@
 import type { NodeOutcome } from './node-outcome.js';
 import type { RedisNode } from './redis-node.js';
-import { errorText } from './redis-node.js';
+import { errorText, NodeQuarantinedError } from './redis-node.js';
 
 export interface RoundReply {
   granted: boolean;
@@ -83,7 +83,7 @@ export function runRound(
         },
         (error: unknown) => {
           if (outcome.status !== 'pending') return;
-          outcome.status = 'error';
+          outcome.status = error instanceof NodeQuarantinedError ? 'quarantined' : 'error';
           outcome.error = errorText(error);
           answered++;
           if (decided()) finish();

@@ -1,15 +1,39 @@
 import type { Redis } from 'ioredis';
+import { monotonicNow } from './clock.js';
 import type { LuaScript } from './lua-scripts.js';
 import { redactCredentials } from './redact.js';
+
+/** What the engine learns when a master's identity check finds it restarted or replaced. */
+export interface NodeRestart {
+  readonly node: string;
+  readonly reason: 'run_id changed' | 'recent start';
+  /** How long the master has been up, as far as it says. */
+  readonly uptimeMs: number;
+}
+
+/** A vote that must not count yet: the master restarted within the quarantine window. */
+export class NodeQuarantinedError extends Error {
+  constructor(
+    readonly node: string,
+    readonly remainingMs: number,
+  ) {
+    super(`restarted recently; quarantined for ${Math.ceil(remainingMs)} ms more`);
+  }
+}
 
 /**
  * One independent Redis master. Runs the lock scripts by EVALSHA and falls back to EVAL when
  * the server has lost its script cache (restart, SCRIPT FLUSH), without registering commands
- * on a client the caller may share with other code.
+ * on a client the caller may share with other code. Also keeps track of when the server
+ * process behind the connection started, for the restart quarantine.
  */
 export class RedisNode {
   /** `host:port` (or the socket path): safe to log, never carries credentials. */
   readonly name: string;
+  #startedAt: number | undefined;
+  #runId: string | undefined;
+  #identifying: Promise<void> | undefined;
+  #watching = false;
 
   constructor(readonly client: Redis) {
     this.name = nodeName(client);
@@ -22,6 +46,53 @@ export class RedisNode {
       if (!isNoScript(error)) throw error;
       return this.client.eval(script.source, keys.length, ...keys, ...args);
     }
+  }
+
+  /**
+   * Resolves once the server behind the current connection has said who it is and how long it
+   * has been up. Every closed connection forgets it: a restart always breaks the connection,
+   * so no vote is counted from a server that has not been identified since.
+   */
+  identify(onRestart: (restart: NodeRestart) => void): Promise<void> {
+    if (!this.#watching) {
+      this.#watching = true;
+      this.client.on('close', () => {
+        this.#startedAt = undefined;
+        this.#identifying = undefined;
+      });
+    }
+    if (this.#startedAt !== undefined) return Promise.resolve();
+    this.#identifying ??= this.#readIdentity(onRestart).finally(() => {
+      if (this.#startedAt === undefined) this.#identifying = undefined;
+    });
+    return this.#identifying;
+  }
+
+  /** When the server started, on our monotonic clock (never earlier than it really did). */
+  get startedAt(): number | undefined {
+    return this.#startedAt;
+  }
+
+  /** Milliseconds the server has been up as far as we can prove (rounded down); undefined if unknown. */
+  uptimeMs(): number | undefined {
+    return this.#startedAt === undefined ? undefined : monotonicNow() - this.#startedAt;
+  }
+
+  async #readIdentity(onRestart: (restart: NodeRestart) => void): Promise<void> {
+    const info = await this.client.info('server');
+    const runId = /^run_id:(\S+)/m.exec(info)?.[1];
+    const uptimeSeconds = Number(/^uptime_in_seconds:(\d+)/m.exec(info)?.[1] ?? Number.NaN);
+    if (!runId || !Number.isFinite(uptimeSeconds)) throw new Error('INFO server did not report run_id and uptime');
+    const now = monotonicNow();
+    // Whole seconds round down, so the age is never overstated.
+    let startedAt = now - uptimeSeconds * 1000;
+    const replaced = this.#runId !== undefined && this.#runId !== runId;
+    // A different run_id with a long uptime is another server at the same address (failover,
+    // DNS): it never saw our keys either, so it waits as if it had just started.
+    if (replaced) startedAt = Math.max(startedAt, now);
+    this.#runId = runId;
+    this.#startedAt = startedAt;
+    if (replaced) onRestart({ node: this.name, reason: 'run_id changed', uptimeMs: uptimeSeconds * 1000 });
   }
 }
 

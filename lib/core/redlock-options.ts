@@ -28,8 +28,27 @@ export interface RedlockOptions extends WaitOptions {
   nodeTimeoutMs?: number;
   /** How many times one lock may be extended; unbounded extension would defeat expiry. Default 1000. */
   maxExtensions?: number;
-  /** Where configuration warnings go (an even number of masters, for example). Default `console`. */
+  /** Where warnings go (an even number of masters, a master in restart quarantine). Default `console`. */
   logger?: RedlockLogger;
+  /**
+   * Give every lock a fencing token (`lock.fence`), strictly increasing per resource. Costs a
+   * second round trip per acquisition. Can also be asked per call. Default false.
+   */
+  fencing?: boolean;
+  /** Prefix of the fence counter keys, kept apart from lock keys. Default `"redlock-fence:"`. */
+  fenceKeyPrefix?: string;
+  /**
+   * Raise every fencing token to at least the wall clock in microseconds, so tokens keep rising
+   * if a master loses its counters (see docs). Default true; false gives small consecutive numbers.
+   */
+  fenceTimeFloor?: boolean;
+  /**
+   * A master that restarted (new run_id, or up for less than this) has forgotten its keys: its
+   * votes do not count until it has been up this long. Default: the longest ttl this engine has
+   * used. `false` turns the check off (only do that with masters on `appendfsync always`, or in
+   * tests of fresh servers).
+   */
+  restartQuarantineMs?: number | false;
 }
 
 export interface ResolvedRedlockOptions {
@@ -42,6 +61,11 @@ export interface ResolvedRedlockOptions {
   readonly retryDelayMs: number;
   readonly retryJitterMs: number;
   readonly logger: RedlockLogger;
+  readonly fencing: boolean;
+  readonly fenceKeyPrefix: string;
+  readonly fenceTimeFloor: boolean;
+  /** A fixed window, `'max-ttl'` for the longest ttl used, or false for off. */
+  readonly restartQuarantineMs: number | 'max-ttl' | false;
 }
 
 /** Large enough for any job that extends its lock, small enough to catch a unit mistake. */
@@ -49,6 +73,7 @@ export const MAX_TTL_MS = 24 * 60 * 60 * 1000;
 
 const DEFAULTS = {
   keyPrefix: 'redlock:',
+  fenceKeyPrefix: 'redlock-fence:',
   driftFactor: 0.01,
   maxExtensions: 1000,
   retryCount: Number.POSITIVE_INFINITY,
@@ -64,8 +89,18 @@ export function resolveOptions(options: RedlockOptions = {}): ResolvedRedlockOpt
     nodeTimeoutMs: options.nodeTimeoutMs,
     maxExtensions: options.maxExtensions ?? DEFAULTS.maxExtensions,
     logger: options.logger ?? console,
+    fencing: options.fencing ?? false,
+    fenceKeyPrefix: options.fenceKeyPrefix ?? DEFAULTS.fenceKeyPrefix,
+    fenceTimeFloor: options.fenceTimeFloor ?? true,
+    restartQuarantineMs: options.restartQuarantineMs ?? ('max-ttl' as const),
     ...resolveWait(options, DEFAULTS),
   };
+  if (resolved.restartQuarantineMs !== false && resolved.restartQuarantineMs !== 'max-ttl') {
+    checkNonNegative('restartQuarantineMs', resolved.restartQuarantineMs);
+  }
+  if (typeof resolved.fenceKeyPrefix !== 'string' || resolved.fenceKeyPrefix === resolved.keyPrefix) {
+    throw new InvalidArgumentError('fenceKeyPrefix', resolved.fenceKeyPrefix, 'expected a string other than keyPrefix');
+  }
   if (typeof resolved.keyPrefix !== 'string') {
     throw new InvalidArgumentError('keyPrefix', resolved.keyPrefix, 'expected a string');
   }

@@ -1,3 +1,4 @@
+import { EventEmitter } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
 import { autoExtend } from './auto-extender.js';
@@ -6,6 +7,7 @@ import {
   AcquireAbortedError,
   ExtensionLimitError,
   InvalidArgumentError,
+  isFailure,
   LockHeldError,
   LockLostError,
   QuorumUnreachableError,
@@ -13,9 +15,11 @@ import {
 } from './errors.js';
 import { Lock, type LockEngine, type ReleaseResult } from './lock.js';
 import { currentScope, LockSession } from './lock-session.js';
-import { ACQUIRE_SCRIPT, EXTEND_SCRIPT, RELEASE_SCRIPT, type LuaScript } from './lua-scripts.js';
+import { nextFence } from './fence.js';
+import { ACQUIRE_SCRIPT, EXTEND_SCRIPT, FENCE_SCRIPT, RELEASE_SCRIPT, type LuaScript } from './lua-scripts.js';
 import { runRound, type RoundReply, type RoundResult } from './quorum-round.js';
 import { RedisNode } from './redis-node.js';
+import { RestartQuarantine, type QuarantineNotice } from './restart-quarantine.js';
 import {
   checkResources,
   checkTtl,
@@ -30,6 +34,8 @@ import { newToken } from './token.js';
 export interface AcquireOptions extends WaitOptions {
   /** Cancels waiting; the acquire then rejects with AcquireAbortedError and holds nothing. */
   signal?: AbortSignal;
+  /** Give this lock a fencing token (`lock.fence`); overrides the engine's `fencing` option. */
+  fencing?: boolean;
 }
 
 export interface UsingOptions extends AcquireOptions {
@@ -46,8 +52,10 @@ const MAX_DEFAULT_NODE_TIMEOUT_MS = 100;
 /**
  * The Redlock algorithm over N independent Redis masters: a lock is held when a majority
  * granted it within its validity, measured on a monotonic clock.
+ *
+ * Events: `'quarantine'` with a QuarantineNotice when a restarted master's votes stop counting.
  */
-export class Redlock implements LockEngine {
+export class Redlock extends EventEmitter implements LockEngine {
   readonly nodes: readonly RedisNode[];
   /** floor(N/2) + 1. */
   readonly quorum: number;
@@ -56,9 +64,15 @@ export class Redlock implements LockEngine {
   #pruneHeldAt = 64;
   /** Per lock, when each master's acquire request finished: a release must not overtake it. */
   readonly #acquireLanded = new WeakMap<Lock, readonly Promise<void>[]>();
+  readonly #quarantine: RestartQuarantine | undefined;
 
   constructor(clients: Redis | readonly Redis[], options: RedlockOptions = {}) {
+    super();
     this.options = resolveOptions(options);
+    const window = this.options.restartQuarantineMs;
+    if (window !== false) {
+      this.#quarantine = new RestartQuarantine(window, (notice) => this.#onQuarantine(notice));
+    }
     this.nodes = toNodes(clients);
     this.quorum = Math.floor(this.nodes.length / 2) + 1;
     if (this.nodes.length % 2 === 0) {
@@ -74,12 +88,13 @@ export class Redlock implements LockEngine {
     const list = checkResources(resources);
     checkTtl('ttlMs', ttlMs);
     const wait = resolveWait(options, this.options);
+    this.#quarantine?.observeTtl(ttlMs);
     const keys = list.map((resource) => this.options.keyPrefix + resource);
     const giveUpAt = monotonicNow() + wait.waitTimeoutMs;
 
     for (let attempt = 1; ; attempt++) {
       if (options.signal?.aborted) throw new AcquireAbortedError(list, options.signal.reason);
-      const result = await this.attempt(list, keys, ttlMs, attempt);
+      const result = await this.attempt(list, keys, ttlMs, attempt, options.fencing ?? this.options.fencing);
       if ('lock' in result) return result.lock;
       const left = giveUpAt - monotonicNow();
       if (!result.retryable || attempt > wait.retryCount || left <= 0) throw result.error;
@@ -166,8 +181,9 @@ export class Redlock implements LockEngine {
     if (lock.extensions >= this.options.maxExtensions) {
       throw new ExtensionLimitError(lock.resources, this.options.maxExtensions);
     }
+    this.#quarantine?.observeTtl(ttlMs);
     const start = monotonicNow();
-    const round = await this.round(lock.keys, ttlMs, false, grantedIfOne, this.runScript(EXTEND_SCRIPT, lock.keys, [lock.token, ttlMs]));
+    const round = await this.round(ttlMs, false, grantedIfOne, this.vote(EXTEND_SCRIPT, lock.keys, [lock.token, ttlMs]));
     const validity = validityMs(ttlMs, monotonicNow() - start, this.options.driftFactor);
     if (round.granted >= this.quorum && validity > 0) {
       lock.renewed(start + validity, ttlMs);
@@ -189,13 +205,22 @@ export class Redlock implements LockEngine {
     return { releasedOn: round.granted, heldUntilRelease: round.granted >= this.quorum, nodes: round.outcomes };
   }
 
-  private async attempt(resources: string[], keys: string[], ttlMs: number, attempt: number): Promise<Attempt> {
+  private async attempt(resources: string[], keys: string[], ttlMs: number, attempt: number, fencing: boolean): Promise<Attempt> {
     const token = newToken();
+    const scriptKeys = fencing ? [...keys, ...resources.map((r) => this.options.fenceKeyPrefix + r)] : keys;
     const start = monotonicNow();
-    const round = await this.round(keys, ttlMs, false, interpretAcquire, this.runScript(ACQUIRE_SCRIPT, keys, [token, ttlMs]));
+    let round = await this.round(ttlMs, false, interpretAcquire, this.vote(ACQUIRE_SCRIPT, scriptKeys, [token, ttlMs, keys.length]));
+    let fence: number | undefined;
+    if (fencing && round.granted >= this.quorum && validityMs(ttlMs, monotonicNow() - start, this.options.driftFactor) > 0) {
+      // Spec section 6: max of what the granting quorum read, plus one, written back to a
+      // majority (only where our keys still stand) before the caller may use it.
+      const highest = Math.max(...round.outcomes.filter((o) => o.status === 'granted').map((o) => o.value ?? 0));
+      fence = nextFence(highest, this.options.fenceTimeFloor);
+      round = await this.round(ttlMs, false, grantedIfOne, this.vote(FENCE_SCRIPT, scriptKeys, [token, fence, keys.length]));
+    }
     const validity = validityMs(ttlMs, monotonicNow() - start, this.options.driftFactor);
     if (round.granted >= this.quorum && validity > 0) {
-      const lock = new Lock(this, resources, keys, token, ttlMs, start + validity);
+      const lock = new Lock(this, resources, keys, token, ttlMs, start + validity, fence);
       this.#held.add(lock);
       if (this.#held.size >= this.#pruneHeldAt) this.#pruneHeld();
       this.#acquireLanded.set(lock, round.landed);
@@ -213,9 +238,11 @@ export class Redlock implements LockEngine {
    */
   private classify(resources: string[] | readonly string[], round: RoundResult, validity: number, attempt: number) {
     const total = this.nodes.length;
-    const failed = round.outcomes.filter((o) => o.status === 'error' || o.status === 'timeout').length;
+    const failed = round.outcomes.filter((o) => isFailure(o.status)).length;
     if (failed > total - this.quorum) {
-      return { error: new QuorumUnreachableError(resources, this.quorum, round.outcomes), retryable: false };
+      // Worth waiting only for a quarantine, which ends by itself.
+      const retryable = round.outcomes.some((o) => o.status === 'quarantined');
+      return { error: new QuorumUnreachableError(resources, this.quorum, round.outcomes), retryable };
     }
     if (round.granted >= this.quorum) {
       const detail = `granted with ${Math.round(validity)} ms of validity left, which is no validity`;
@@ -249,14 +276,13 @@ export class Redlock implements LockEngine {
     acquireLanded?: readonly Promise<void>[],
   ): Promise<RoundResult> {
     const release = (node: RedisNode) => node.run(RELEASE_SCRIPT, keys, [token]);
-    return this.round(keys, ttlMs, true, grantedIfPositive, (node, index) => {
+    return this.round(ttlMs, true, grantedIfPositive, (node, index) => {
       const landed = acquireLanded?.[index];
       return landed ? landed.then(() => release(node)) : release(node);
     });
   }
 
   private round(
-    keys: readonly string[],
     ttlMs: number,
     waitForAll: boolean,
     interpret: (reply: unknown) => RoundReply,
@@ -266,8 +292,20 @@ export class Redlock implements LockEngine {
     return runRound(this.nodes, { quorum: this.quorum, timeoutMs, waitForAll }, send, interpret);
   }
 
-  private runScript(script: LuaScript, keys: readonly string[], args: (string | number)[]) {
-    return (node: RedisNode) => node.run(script, keys, args);
+  /** A request whose answer counts as a vote: masters in restart quarantine are not asked. */
+  private vote(script: LuaScript, keys: readonly string[], args: (string | number)[]) {
+    return (node: RedisNode): Promise<unknown> => {
+      const admission = this.#quarantine?.admit(node);
+      return admission ? admission.then(() => node.run(script, keys, args)) : node.run(script, keys, args);
+    };
+  }
+
+  #onQuarantine(notice: QuarantineNotice): void {
+    this.options.logger.warn(
+      `redlock: master ${notice.node} ${notice.reason === 'run_id changed' ? 'was restarted or replaced' : 'started recently'}; ` +
+        `its votes do not count for ${Math.ceil(notice.remainingMs)} ms, until every lock it may have forgotten has expired`,
+    );
+    this.emit('quarantine', notice);
   }
 }
 
@@ -277,7 +315,7 @@ function defaultNodeTimeout(ttlMs: number): number {
 
 function interpretAcquire(reply: unknown): RoundReply {
   const [status, value] = reply as [number, number];
-  return status === 1 ? { granted: true } : { granted: false, value: Number(value) };
+  return { granted: status === 1, value: Number(value) };
 }
 
 function grantedIfOne(reply: unknown): RoundReply {

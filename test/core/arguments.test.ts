@@ -1,7 +1,7 @@
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { InvalidArgumentError, MAX_TTL_MS, QuorumUnreachableError, Redlock } from '../../lib/index.js';
-import { connectMasters, disconnectAll, LOCK_CLIENT_OPTIONS } from '../support/masters.js';
+import { connectMasters, disconnectAll, FRESH_FLEET, LOCK_CLIENT_OPTIONS } from '../support/masters.js';
 import { RedisFleet } from '../support/redis-fleet.js';
 
 let fleet: RedisFleet;
@@ -12,7 +12,7 @@ const extra: Redis[] = [];
 beforeAll(async () => {
   fleet = await RedisFleet.start(3);
   clients = await connectMasters(fleet.urls());
-  redlock = new Redlock(clients);
+  redlock = new Redlock(clients, FRESH_FLEET);
 });
 
 afterAll(async () => {
@@ -85,7 +85,7 @@ describe('masters', () => {
 
   it('warns about an even count, and still works', async () => {
     const warnings: string[] = [];
-    const even = new Redlock(clients.slice(0, 2), { logger: { warn: (m) => warnings.push(m) } });
+    const even = new Redlock(clients.slice(0, 2), { ...FRESH_FLEET, logger: { warn: (m) => warnings.push(m) } });
     expect(warnings).toHaveLength(1);
     expect(warnings[0]).toMatch(/2 masters is an even count/);
     expect(even.quorum).toBe(2);
@@ -93,10 +93,10 @@ describe('masters', () => {
   });
 
   it('rejects bad engine options by name', () => {
-    expect(() => new Redlock(clients, { driftFactor: 2 })).toThrow(expect.objectContaining({ argument: 'driftFactor' }));
-    expect(() => new Redlock(clients, { nodeTimeoutMs: 0 })).toThrow(expect.objectContaining({ argument: 'nodeTimeoutMs' }));
-    expect(() => new Redlock(clients, { retryCount: -1 })).toThrow(expect.objectContaining({ argument: 'retryCount' }));
-    expect(() => new Redlock(clients, { maxExtensions: 1.5 })).toThrow(expect.objectContaining({ argument: 'maxExtensions' }));
+    expect(() => new Redlock(clients, { ...FRESH_FLEET, driftFactor: 2 })).toThrow(expect.objectContaining({ argument: 'driftFactor' }));
+    expect(() => new Redlock(clients, { ...FRESH_FLEET, nodeTimeoutMs: 0 })).toThrow(expect.objectContaining({ argument: 'nodeTimeoutMs' }));
+    expect(() => new Redlock(clients, { ...FRESH_FLEET, retryCount: -1 })).toThrow(expect.objectContaining({ argument: 'retryCount' }));
+    expect(() => new Redlock(clients, { ...FRESH_FLEET, maxExtensions: 1.5 })).toThrow(expect.objectContaining({ argument: 'maxExtensions' }));
   });
 });
 
@@ -111,7 +111,7 @@ describe('credentials', () => {
       const locked = wrong.map((url) => new Redis(url, { ...LOCK_CLIENT_OPTIONS, retryStrategy: () => null }));
       extra.push(...locked);
       for (const client of locked) client.on('error', () => {});
-      const engine = new Redlock(locked);
+      const engine = new Redlock(locked, FRESH_FLEET);
       expect(engine.nodes.map((n) => n.name)).toEqual(guarded.nodes.map((n) => `127.0.0.1:${n.port}`));
       const error = await engine.acquire('secret', 1_000).catch((e) => e);
       expect(error).toBeInstanceOf(QuorumUnreachableError);

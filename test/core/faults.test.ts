@@ -1,7 +1,7 @@
 import type { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { LockHeldError, QuorumUnreachableError, Redlock } from '../../lib/index.js';
-import { connectMasters, disconnectAll, keysOn, untilReady } from '../support/masters.js';
+import { connectMasters, disconnectAll, FRESH_FLEET, keysOn, untilReady } from '../support/masters.js';
 import { RedisFleet } from '../support/redis-fleet.js';
 
 let fleet: RedisFleet;
@@ -14,7 +14,7 @@ beforeAll(async () => {
 
 beforeEach(async () => {
   clients = await connectMasters(fleet.urls());
-  redlock = new Redlock(clients);
+  redlock = new Redlock(clients, FRESH_FLEET);
 });
 
 afterEach(async () => {
@@ -77,7 +77,7 @@ describe('a majority of masters down', () => {
 
 describe('a paused master', () => {
   it('does not stall acquire beyond the node timeout', async () => {
-    const patient = new Redlock(clients, { nodeTimeoutMs: 300 });
+    const patient = new Redlock(clients, { ...FRESH_FLEET, nodeTimeoutMs: 300 });
     fleet.pause(2);
     const lock = await patient.acquire('paused-one', 5_000); // four others answer: no wait at all
     await lock.release();

@@ -8,7 +8,7 @@ import {
   LockLostError,
   Redlock,
 } from '../../lib/index.js';
-import { connectMasters, disconnectAll, keysOn } from '../support/masters.js';
+import { connectMasters, disconnectAll, FRESH_FLEET, keysOn } from '../support/masters.js';
 import { RedisFleet } from '../support/redis-fleet.js';
 
 let fleet: RedisFleet;
@@ -18,7 +18,7 @@ let redlock: Redlock;
 beforeAll(async () => {
   fleet = await RedisFleet.start(3);
   clients = await connectMasters(fleet.urls());
-  redlock = new Redlock(clients);
+  redlock = new Redlock(clients, FRESH_FLEET);
 });
 
 beforeEach(async () => {
@@ -51,7 +51,7 @@ describe('validity', () => {
 
   it('never returns a lock whose validity the round already used up', async () => {
     // A drift factor that eats almost all of the ttl leaves nothing once the round's time is taken.
-    const slow = new Redlock(clients, { driftFactor: 0.49, nodeTimeoutMs: 1_000 });
+    const slow = new Redlock(clients, { ...FRESH_FLEET, driftFactor: 0.49, nodeTimeoutMs: 1_000 });
     await expect(slow.acquire('exhausted', 4, { retryCount: 0 })).rejects.toThrow(/no validity/);
     expect((await keysOn(clients)).flat()).toEqual([]);
   });
@@ -115,7 +115,7 @@ describe('extend', () => {
   });
 
   it('is bounded', async () => {
-    const capped = new Redlock(clients, { maxExtensions: 2 });
+    const capped = new Redlock(clients, { ...FRESH_FLEET, maxExtensions: 2 });
     const lock = await capped.acquire('capped', 5_000);
     await lock.extend();
     await lock.extend();
@@ -180,7 +180,7 @@ describe('acquire and tryAcquire', () => {
   });
 
   it('uses the configured key prefix', async () => {
-    const prefixed = new Redlock(clients, { keyPrefix: 'app:locks:' });
+    const prefixed = new Redlock(clients, { ...FRESH_FLEET, keyPrefix: 'app:locks:' });
     const lock = await prefixed.acquire('order:1', 5_000);
     expect(lock.keys).toEqual(['app:locks:order:1']);
     expect(await clients[1]!.get('app:locks:order:1')).toBe(lock.token);
@@ -255,7 +255,7 @@ describe('using', () => {
   });
 
   it('releaseAll fires the signals of running work and releases their locks', async () => {
-    const engine = new Redlock(clients);
+    const engine = new Redlock(clients, FRESH_FLEET);
     const forgotten = await engine.acquire('lost-and-forgotten', 1_000);
     await takeOver('redlock:lost-and-forgotten', 'thief');
     await expect(forgotten.extend()).rejects.toBeInstanceOf(LockLostError);

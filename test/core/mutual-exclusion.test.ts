@@ -2,7 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LockHeldError, Redlock } from '../../lib/index.js';
-import { connectMasters, disconnectAll, keysOn } from '../support/masters.js';
+import { connectMasters, disconnectAll, FRESH_FLEET, keysOn } from '../support/masters.js';
 import { RedisFleet } from '../support/redis-fleet.js';
 
 let fleet: RedisFleet;
@@ -21,7 +21,7 @@ afterAll(async () => {
 async function engine(masters: number): Promise<Redlock> {
   const clients = await connectMasters(fleet.urls().slice(0, masters));
   opened.push(...clients);
-  return new Redlock(clients, { logger: { warn: () => {} } });
+  return new Redlock(clients, { ...FRESH_FLEET, logger: { warn: () => {} } });
 }
 
 describe.each([1, 3, 5])('%i master(s)', (masters) => {

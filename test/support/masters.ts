@@ -36,3 +36,10 @@ export function disconnectAll(clients: Iterable<Redis>): void {
 export async function keysOn(clients: readonly Redis[], pattern = '*'): Promise<string[][]> {
   return Promise.all(clients.map((client) => client.keys(pattern)));
 }
+
+/**
+ * Engine options for tests on a fleet that just started: every master is "recently started",
+ * which the restart quarantine (on by default) would rightly refuse to count. Tests of the
+ * quarantine itself leave it on.
+ */
+export const FRESH_FLEET = { restartQuarantineMs: false } as const;

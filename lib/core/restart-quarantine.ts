@@ -1,0 +1,57 @@
+import { NodeQuarantinedError, type NodeRestart, type RedisNode } from './redis-node.js';
+
+export interface QuarantineNotice {
+  readonly node: string;
+  readonly reason: NodeRestart['reason'];
+  /** How long the master's votes will still not count. */
+  readonly remainingMs: number;
+}
+
+/**
+ * Spec section 5: a master restarted without persistence has forgotten the keys of live locks;
+ * counting its vote could hand a second client a majority. Its votes are ignored until it has
+ * been up for longer than any lock it could have forgotten (the window).
+ */
+export class RestartQuarantine {
+  #longestTtlMs = 0;
+  readonly #noticed = new WeakMap<RedisNode, number>();
+  readonly #replaced = new WeakSet<RedisNode>();
+
+  constructor(
+    /** A fixed window, or `'max-ttl'` for the longest ttl this engine has used. */
+    private readonly window: number | 'max-ttl',
+    private readonly notify: (notice: QuarantineNotice) => void,
+  ) {}
+
+  /** Records a ttl the engine is about to use: the window grows to cover its locks. */
+  observeTtl(ttlMs: number): void {
+    if (ttlMs > this.#longestTtlMs) this.#longestTtlMs = ttlMs;
+  }
+
+  get windowMs(): number {
+    return this.window === 'max-ttl' ? this.#longestTtlMs : this.window;
+  }
+
+  /**
+   * Undefined when the master's vote counts now (the common case costs no promise); otherwise
+   * a promise that identifies the master first and rejects with NodeQuarantinedError if it is
+   * too young.
+   */
+  admit(node: RedisNode): Promise<void> | undefined {
+    const uptime = node.uptimeMs();
+    if (uptime !== undefined) return this.#judge(node, uptime);
+    const onReplaced = () => void this.#replaced.add(node);
+    return node.identify(onReplaced).then(() => this.#judge(node, node.uptimeMs()!));
+  }
+
+  #judge(node: RedisNode, uptimeMs: number): Promise<void> | undefined {
+    const remaining = this.windowMs - uptimeMs;
+    if (remaining <= 0) return undefined;
+    if (this.#noticed.get(node) !== node.startedAt) {
+      this.#noticed.set(node, node.startedAt!);
+      const reason = this.#replaced.delete(node) ? 'run_id changed' : 'recent start';
+      this.notify({ node: node.name, reason, remainingMs: remaining });
+    }
+    return Promise.reject(new NodeQuarantinedError(node.name, remaining));
+  }
+}
