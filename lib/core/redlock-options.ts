@@ -37,6 +37,13 @@ export interface RedlockOptions extends WaitOptions {
   fencing?: boolean;
   /** Prefix of the fence counter keys, kept apart from lock keys. Default `"redlock-fence:"`. */
   fenceKeyPrefix?: string;
+  /** Prefix of the per-resource waiter queues that make waiting fair. Default `"redlock-queue:"`. */
+  queueKeyPrefix?: string;
+  /**
+   * Wake waiters the moment a lock is released (one subscriber connection per master per
+   * engine, opened on first contention) instead of polling. Default true.
+   */
+  wakeups?: boolean;
   /**
    * Raise every fencing token to at least the wall clock in microseconds, so tokens keep rising
    * if a master loses its counters (see docs). Default true; false gives small consecutive numbers.
@@ -64,6 +71,8 @@ export interface ResolvedRedlockOptions {
   readonly fencing: boolean;
   readonly fenceKeyPrefix: string;
   readonly fenceTimeFloor: boolean;
+  readonly queueKeyPrefix: string;
+  readonly wakeups: boolean;
   /** A fixed window, `'max-ttl'` for the longest ttl used, or false for off. */
   readonly restartQuarantineMs: number | 'max-ttl' | false;
 }
@@ -74,6 +83,7 @@ export const MAX_TTL_MS = 24 * 60 * 60 * 1000;
 const DEFAULTS = {
   keyPrefix: 'redlock:',
   fenceKeyPrefix: 'redlock-fence:',
+  queueKeyPrefix: 'redlock-queue:',
   driftFactor: 0.01,
   maxExtensions: 1000,
   retryCount: Number.POSITIVE_INFINITY,
@@ -92,14 +102,20 @@ export function resolveOptions(options: RedlockOptions = {}): ResolvedRedlockOpt
     fencing: options.fencing ?? false,
     fenceKeyPrefix: options.fenceKeyPrefix ?? DEFAULTS.fenceKeyPrefix,
     fenceTimeFloor: options.fenceTimeFloor ?? true,
+    queueKeyPrefix: options.queueKeyPrefix ?? DEFAULTS.queueKeyPrefix,
+    wakeups: options.wakeups ?? true,
     restartQuarantineMs: options.restartQuarantineMs ?? ('max-ttl' as const),
     ...resolveWait(options, DEFAULTS),
   };
   if (resolved.restartQuarantineMs !== false && resolved.restartQuarantineMs !== 'max-ttl') {
     checkNonNegative('restartQuarantineMs', resolved.restartQuarantineMs);
   }
-  if (typeof resolved.fenceKeyPrefix !== 'string' || resolved.fenceKeyPrefix === resolved.keyPrefix) {
-    throw new InvalidArgumentError('fenceKeyPrefix', resolved.fenceKeyPrefix, 'expected a string other than keyPrefix');
+  const prefixes = ['keyPrefix', 'fenceKeyPrefix', 'queueKeyPrefix'] as const;
+  for (const name of prefixes) {
+    const value = resolved[name];
+    if (typeof value !== 'string' || prefixes.some((other) => other !== name && resolved[other] === value)) {
+      throw new InvalidArgumentError(name, value, 'expected a string, different from the other key prefixes');
+    }
   }
   if (typeof resolved.keyPrefix !== 'string') {
     throw new InvalidArgumentError('keyPrefix', resolved.keyPrefix, 'expected a string');

@@ -1,5 +1,4 @@
 import { EventEmitter } from 'node:events';
-import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
 import { autoExtend } from './auto-extender.js';
 import { monotonicNow, validityMs } from './clock.js';
@@ -19,7 +18,10 @@ import { nextFence } from './fence.js';
 import { ACQUIRE_SCRIPT, EXTEND_SCRIPT, FENCE_SCRIPT, RELEASE_SCRIPT, type LuaScript } from './lua-scripts.js';
 import { runRound, type RoundReply, type RoundResult } from './quorum-round.js';
 import { RedisNode } from './redis-node.js';
+import { LocalQueue } from './local-queue.js';
+import { ReleaseWakeups } from './release-wakeups.js';
 import { RestartQuarantine, type QuarantineNotice } from './restart-quarantine.js';
+import { Waiter } from './waiter.js';
 import {
   checkResources,
   checkTtl,
@@ -48,6 +50,17 @@ export type LockedRoutine<T> = (signal: AbortSignal, lock: Lock) => Promise<T>;
 type Attempt = { lock: Lock } | { error: RedlockError; retryable: boolean };
 
 const MAX_DEFAULT_NODE_TIMEOUT_MS = 100;
+/**
+ * How long a waiter's queue entry outlives the wait the masters told it about, if the waiter
+ * does not come back: what a crashed waiter at the head can cost the others.
+ */
+const QUEUE_ENTRY_STAY_MS = 1_000;
+/**
+ * Rounds in which too few masters answered are retried this many times only: enough to ride
+ * out a blip or a stall under load, few enough that callers hear of a majority outage within
+ * about a second instead of waiting out their whole budget.
+ */
+const UNREACHABLE_RETRIES = 2;
 
 /**
  * The Redlock algorithm over N independent Redis masters: a lock is held when a majority
@@ -62,9 +75,14 @@ export class Redlock extends EventEmitter implements LockEngine {
   readonly options: ResolvedRedlockOptions;
   readonly #held = new Set<Lock>();
   #pruneHeldAt = 64;
-  /** Per lock, when each master's acquire request finished: a release must not overtake it. */
-  readonly #acquireLanded = new WeakMap<Lock, readonly Promise<void>[]>();
+  /**
+   * Per lock: when each master's acquire request finished (a release must not overtake it), and
+   * the waiter id it queued under (its release clears that entry everywhere).
+   */
+  readonly #acquisitions = new WeakMap<Lock, { landed: readonly Promise<void>[]; waiterId: string }>();
   readonly #quarantine: RestartQuarantine | undefined;
+  readonly #wakeups: ReleaseWakeups | undefined;
+  readonly #localQueue = new LocalQueue();
 
   constructor(clients: Redis | readonly Redis[], options: RedlockOptions = {}) {
     super();
@@ -74,6 +92,7 @@ export class Redlock extends EventEmitter implements LockEngine {
       this.#quarantine = new RestartQuarantine(window, (notice) => this.#onQuarantine(notice));
     }
     this.nodes = toNodes(clients);
+    if (this.options.wakeups) this.#wakeups = new ReleaseWakeups(this.nodes);
     this.quorum = Math.floor(this.nodes.length / 2) + 1;
     if (this.nodes.length % 2 === 0) {
       this.options.logger.warn(
@@ -84,36 +103,77 @@ export class Redlock extends EventEmitter implements LockEngine {
   }
 
   /** Acquires the lock on every resource at once, waiting per the wait options while it is held elsewhere. */
-  async acquire(resources: string | readonly string[], ttlMs: number, options: AcquireOptions = {}): Promise<Lock> {
+  acquire(resources: string | readonly string[], ttlMs: number, options: AcquireOptions = {}): Promise<Lock> {
+    return this.#acquire(resources, ttlMs, options, true);
+  }
+
+  /** One round, no waiting and no place in line: the lock, or null when another owner holds it. */
+  async tryAcquire(resources: string | readonly string[], ttlMs: number, options: Pick<AcquireOptions, 'fencing'> = {}): Promise<Lock | null> {
+    try {
+      return await this.#acquire(resources, ttlMs, { ...options, retryCount: 0 }, false);
+    } catch (error) {
+      if (error instanceof LockHeldError) return null;
+      throw error;
+    }
+  }
+
+  async #acquire(resources: string | readonly string[], ttlMs: number, options: AcquireOptions, queues: boolean): Promise<Lock> {
     const list = checkResources(resources);
     checkTtl('ttlMs', ttlMs);
     const wait = resolveWait(options, this.options);
     this.#quarantine?.observeTtl(ttlMs);
+    const fencing = options.fencing ?? this.options.fencing;
     const keys = list.map((resource) => this.options.keyPrefix + resource);
     const giveUpAt = monotonicNow() + wait.waitTimeoutMs;
+    const line = keys.join('\n');
 
-    for (let attempt = 1; ; attempt++) {
-      if (options.signal?.aborted) throw new AcquireAbortedError(list, options.signal.reason);
-      const result = await this.attempt(list, keys, ttlMs, attempt, options.fencing ?? this.options.fencing);
-      if ('lock' in result) return result.lock;
-      const left = giveUpAt - monotonicNow();
-      if (!result.retryable || attempt > wait.retryCount || left <= 0) throw result.error;
-      const delay = Math.min(left, wait.retryDelayMs + Math.random() * wait.retryJitterMs);
-      try {
-        await sleep(delay, undefined, { signal: options.signal });
-      } catch {
-        throw new AcquireAbortedError(list, options.signal?.reason);
+    await this.#joinLocalLine(line, list, options.signal, queues ? wait.waitTimeoutMs : 0);
+    const waiter = new Waiter(queues, this.#wakeups, keys, wait, options.signal);
+    let attempt = 0;
+    let unreachableRounds = 0;
+    try {
+      for (;;) {
+        attempt++;
+        if (options.signal?.aborted) throw new AcquireAbortedError(list, options.signal.reason);
+        const result = await this.attempt(list, keys, ttlMs, attempt, fencing, waiter);
+        if ('lock' in result) return result.lock;
+        const left = giveUpAt - monotonicNow();
+        if (!result.retryable) unreachableRounds++;
+        const retryable = result.retryable || unreachableRounds <= UNREACHABLE_RETRIES;
+        if (!retryable || attempt > wait.retryCount || left <= 0) {
+          this.#leaveQueues(list, waiter);
+          throw result.error;
+        }
+        try {
+          await waiter.pause(result.error, left);
+        } catch {
+          this.#leaveQueues(list, waiter);
+          throw new AcquireAbortedError(list, options.signal?.reason);
+        }
       }
+    } finally {
+      waiter.close();
+      this.#localQueue.leave(line);
     }
   }
 
-  /** One round, no waiting: the lock, or null when another owner holds it. */
-  async tryAcquire(resources: string | readonly string[], ttlMs: number): Promise<Lock | null> {
+  /** Waits behind this process's earlier callers for the same resources, within the wait budget. */
+  async #joinLocalLine(line: string, resources: string[], signal: AbortSignal | undefined, budgetMs: number): Promise<void> {
+    if (!this.#localQueue.busy(line)) return this.#localQueue.join(line); // the common case: no timer
+    const deadline = AbortSignal.timeout(Math.max(1, budgetMs));
     try {
-      return await this.acquire(resources, ttlMs, { retryCount: 0 });
-    } catch (error) {
-      if (error instanceof LockHeldError) return null;
-      throw error;
+      await this.#localQueue.join(line, signal ? AbortSignal.any([signal, deadline]) : deadline);
+    } catch {
+      if (signal?.aborted) throw new AcquireAbortedError(resources, signal.reason);
+      throw new LockHeldError(resources, [], 0, undefined);
+    }
+  }
+
+  /** A waiter that gives up leaves the masters' queues at once instead of blocking them until its entry dies. */
+  #leaveQueues(resources: readonly string[], waiter: Waiter): void {
+    if (!waiter.id) return;
+    for (const node of this.nodes) {
+      for (const resource of resources) node.client.hdel(this.options.queueKeyPrefix + resource, waiter.id).catch(() => {});
     }
   }
 
@@ -172,6 +232,14 @@ export class Redlock extends EventEmitter implements LockEngine {
     await Promise.all(locks.map((lock) => lock.release()));
   }
 
+  /**
+   * Closes the connections the engine opened itself (the wake-up subscribers). The clients
+   * given to the constructor stay open: they belong to the caller. Release locks first.
+   */
+  close(): void {
+    this.#wakeups?.close();
+  }
+
   /** @internal Use `lock.extend()`. */
   async extendLock(lock: Lock, ttlMs: number): Promise<void> {
     checkTtl('ttlMs', ttlMs);
@@ -201,15 +269,25 @@ export class Redlock extends EventEmitter implements LockEngine {
   /** @internal Use `lock.release()`. */
   async releaseLock(lock: Lock): Promise<ReleaseResult> {
     this.#held.delete(lock);
-    const round = await this.releaseKeys(lock.keys, lock.token, lock.ttlMs, this.#acquireLanded.get(lock));
+    const acquisition = this.#acquisitions.get(lock);
+    const round = await this.releaseKeys(lock.resources, lock.keys, lock.token, lock.ttlMs, acquisition?.landed, acquisition?.waiterId);
     return { releasedOn: round.granted, heldUntilRelease: round.granted >= this.quorum, nodes: round.outcomes };
   }
 
-  private async attempt(resources: string[], keys: string[], ttlMs: number, attempt: number, fencing: boolean): Promise<Attempt> {
+  private async attempt(
+    resources: string[],
+    keys: string[],
+    ttlMs: number,
+    attempt: number,
+    fencing: boolean,
+    waiter: Waiter,
+  ): Promise<Attempt> {
     const token = newToken();
-    const scriptKeys = fencing ? [...keys, ...resources.map((r) => this.options.fenceKeyPrefix + r)] : keys;
+    const scriptKeys = [...keys, ...this.queueKeys(resources)];
+    if (fencing) scriptKeys.push(...resources.map((r) => this.options.fenceKeyPrefix + r));
+    const args = [token, ttlMs, keys.length, waiter.id, waiter.ticket, QUEUE_ENTRY_STAY_MS];
     const start = monotonicNow();
-    let round = await this.round(ttlMs, false, interpretAcquire, this.vote(ACQUIRE_SCRIPT, scriptKeys, [token, ttlMs, keys.length]));
+    let round = await this.round(ttlMs, false, interpretAcquire, this.vote(ACQUIRE_SCRIPT, scriptKeys, args));
     let fence: number | undefined;
     if (fencing && round.granted >= this.quorum && validityMs(ttlMs, monotonicNow() - start, this.options.driftFactor) > 0) {
       // Spec section 6: max of what the granting quorum read, plus one, written back to a
@@ -223,18 +301,19 @@ export class Redlock extends EventEmitter implements LockEngine {
       const lock = new Lock(this, resources, keys, token, ttlMs, start + validity, fence);
       this.#held.add(lock);
       if (this.#held.size >= this.#pruneHeldAt) this.#pruneHeld();
-      this.#acquireLanded.set(lock, round.landed);
+      this.#acquisitions.set(lock, { landed: round.landed, waiterId: waiter.id });
       return { lock };
     }
     // Timed-out requests may still be applied, and a late grant may land on any node: clean
     // everywhere, each node only after its acquire has finished (see releaseKeys).
-    await this.releaseKeys(keys, token, ttlMs, round.landed);
+    await this.releaseKeys(resources, keys, token, ttlMs, round.landed);
     return this.classify(resources, round, validity, attempt);
   }
 
   /**
    * Why a round failed. Too few masters answering is not worth waiting out (callers get a fast
-   * failure); contention and a round too slow for the ttl are.
+   * failure after UNREACHABLE_RETRIES); contention, quarantine and a round too slow for the
+   * ttl are.
    */
   private classify(resources: string[] | readonly string[], round: RoundResult, validity: number, attempt: number) {
     const total = this.nodes.length;
@@ -270,16 +349,23 @@ export class Redlock extends EventEmitter implements LockEngine {
    * unchained release could run first and leave the late acquire's key behind.
    */
   private releaseKeys(
+    resources: readonly string[],
     keys: readonly string[],
     token: string,
     ttlMs: number,
     acquireLanded?: readonly Promise<void>[],
+    waiterId = '',
   ): Promise<RoundResult> {
-    const release = (node: RedisNode) => node.run(RELEASE_SCRIPT, keys, [token]);
+    const scriptKeys = [...keys, ...this.queueKeys(resources)];
+    const release = (node: RedisNode) => node.run(RELEASE_SCRIPT, scriptKeys, [token, waiterId]);
     return this.round(ttlMs, true, grantedIfPositive, (node, index) => {
       const landed = acquireLanded?.[index];
       return landed ? landed.then(() => release(node)) : release(node);
     });
+  }
+
+  private queueKeys(resources: readonly string[]): string[] {
+    return resources.map((resource) => this.options.queueKeyPrefix + resource);
   }
 
   private round(

@@ -148,7 +148,10 @@ describe('acquire and tryAcquire', () => {
     const waiting = redlock.acquire('wait', 5_000, { waitTimeoutMs: 20_000 });
     await holder.release();
     const lock = await waiting;
-    expect(await Promise.all(clients.map((c) => c.get('redlock:wait')))).toEqual([lock.token, lock.token, lock.token]);
+    // Woken by the first master's release, it may win before the last master processed it.
+    const values = await Promise.all(clients.map((c) => c.get('redlock:wait')));
+    expect(values.filter((v) => v === lock.token).length).toBeGreaterThanOrEqual(2);
+    expect(values).not.toContain(holder.token);
     await lock.release();
   });
 

@@ -1,0 +1,45 @@
+/**
+ * Waiters for the same resources in one process line up here, first come first served, and
+ * only the head talks to Redis: N local waiters cost the masters what one contender costs.
+ * The head gives way as soon as it holds the lock or gives up, so a lock that is never
+ * released cannot block the queue.
+ */
+export class LocalQueue {
+  readonly #lines = new Map<string, Array<() => void>>();
+
+  /** True when someone is at the head of `key`'s line already (a caller would have to wait). */
+  busy(key: string): boolean {
+    return this.#lines.has(key);
+  }
+
+  /** Resolves when the caller is at the head of `key`'s line; `leave` must follow, always. */
+  async join(key: string, signal?: AbortSignal): Promise<void> {
+    const line = this.#lines.get(key);
+    if (!line) {
+      this.#lines.set(key, []);
+      return;
+    }
+    await new Promise<void>((resolve, reject) => {
+      const turn = () => {
+        signal?.removeEventListener('abort', onAbort);
+        resolve();
+      };
+      const onAbort = () => {
+        const index = line.indexOf(turn);
+        if (index >= 0) line.splice(index, 1);
+        reject(signal!.reason);
+      };
+      line.push(turn);
+      signal?.addEventListener('abort', onAbort, { once: true });
+    });
+  }
+
+  /** The head is done (holds the lock or gave up): the next waiter's turn. */
+  leave(key: string): void {
+    const line = this.#lines.get(key);
+    if (!line) return;
+    const next = line.shift();
+    if (next) next();
+    else this.#lines.delete(key);
+  }
+}

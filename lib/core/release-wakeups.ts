@@ -1,0 +1,134 @@
+import type { Redis } from 'ioredis';
+import type { RedisNode } from './redis-node.js';
+
+/** Called with the published message: the id of the waiter whose turn it is, or '' for anyone. */
+const LINGER_MS = 1_000;
+/** How long a waiter waits for a master to confirm a subscription before relying on its timer. */
+const SUBSCRIBE_WAIT_MS = 100;
+
+type Listener = (nextWaiter: string) => void;
+
+/**
+ * Wakes waiters when a lock they wait for is released: the release script publishes on the
+ * lock key's name, and each process keeps one subscriber connection per master, shared by
+ * every key, with reference-counted subscriptions. Messages can be lost (reconnects), and a
+ * crashed holder publishes nothing, so waiters always keep a fallback timer as well.
+ */
+export class ReleaseWakeups {
+  readonly #subscribers = new Map<RedisNode, Subscriber>();
+  readonly #listeners = new Map<string, Set<Listener>>();
+  /** Channels nobody listens to any more, still subscribed until the linger timer runs out. */
+  readonly #lingering = new Set<string>();
+  #lingerTimer: NodeJS.Timeout | undefined;
+  #closed = false;
+
+  constructor(private readonly nodes: readonly RedisNode[]) {}
+
+  /**
+   * Listens for releases of any of `channels` on every master; resolves once every master that
+   * is reachable has confirmed the subscription, so a release after that cannot be missed
+   * (short of a lost message). Returns the function that stops listening.
+   */
+  async listen(channels: readonly string[], onRelease: Listener): Promise<() => void> {
+    const added: string[] = [];
+    for (const channel of channels) {
+      let set = this.#listeners.get(channel);
+      if (!set) {
+        set = new Set();
+        this.#listeners.set(channel, set);
+        added.push(channel);
+      }
+      set.add(onRelease);
+    }
+    const stop = () => {
+      const removed: string[] = [];
+      for (const channel of channels) {
+        const set = this.#listeners.get(channel);
+        if (set?.delete(onRelease) && set.size === 0) {
+          this.#listeners.delete(channel);
+          removed.push(channel);
+        }
+      }
+      if (removed.length > 0) this.#unsubscribeLater(removed);
+    };
+    // Channels still subscribed from a waiter that just left need no new SUBSCRIBE: under steady
+    // contention one key is waited for again and again.
+    const fresh = added.filter((channel) => !this.#lingering.delete(channel));
+    if (fresh.length > 0 && !this.#closed) {
+      await Promise.all(this.nodes.map((node) => this.#subscriber(node).subscribe(fresh)));
+    }
+    return stop;
+  }
+
+  #unsubscribeLater(channels: string[]): void {
+    for (const channel of channels) this.#lingering.add(channel);
+    if (this.#lingerTimer) return;
+    this.#lingerTimer = setTimeout(() => {
+      this.#lingerTimer = undefined;
+      const idle = [...this.#lingering];
+      this.#lingering.clear();
+      if (idle.length > 0) for (const subscriber of this.#subscribers.values()) subscriber.unsubscribe(idle);
+    }, LINGER_MS);
+    this.#lingerTimer.unref();
+  }
+
+  /** Closes the subscriber connections this engine opened. */
+  close(): void {
+    this.#closed = true;
+    clearTimeout(this.#lingerTimer);
+    for (const subscriber of this.#subscribers.values()) subscriber.close();
+    this.#subscribers.clear();
+  }
+
+  #subscriber(node: RedisNode): Subscriber {
+    let subscriber = this.#subscribers.get(node);
+    if (!subscriber) {
+      subscriber = new Subscriber(node.client, (channel, message) => {
+        const set = this.#listeners.get(channel);
+        if (set) for (const listener of [...set]) listener(message);
+      });
+      this.#subscribers.set(node, subscriber);
+    }
+    return subscriber;
+  }
+}
+
+class Subscriber {
+  readonly #connection: Redis;
+
+  constructor(client: Redis, onMessage: (channel: string, message: string) => void) {
+    // A connection of its own: a subscribed connection can run nothing else. Auto-pipelining is
+    // pointless here, and a master being down must not queue subscriptions forever.
+    // The offline queue must be on whatever the parent says: SUBSCRIBE is sent right after the
+    // duplicate is created, before it has connected, and without a queue it would fail at once
+    // (every wake-up for those channels lost). `subscribe` bounds the wait instead.
+    this.#connection = client.duplicate({ enableAutoPipelining: false, lazyConnect: false, enableOfflineQueue: true });
+    this.#connection.on('message', onMessage);
+    // Failures surface as missed wake-ups, which the waiters' fallback timers cover.
+    this.#connection.on('error', () => {});
+  }
+
+  async subscribe(channels: string[]): Promise<void> {
+    // A master that is down cannot wake anyone, and the fallback timer covers it: wait for the
+    // confirmation only briefly, and let the queued SUBSCRIBE land when the master comes back.
+    const confirmed = this.#connection.subscribe(...channels).then(
+      () => undefined,
+      () => undefined,
+    );
+    let timer: NodeJS.Timeout | undefined;
+    const gaveUp = new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, SUBSCRIBE_WAIT_MS);
+      timer.unref();
+    });
+    await Promise.race([confirmed, gaveUp]);
+    clearTimeout(timer);
+  }
+
+  unsubscribe(channels: string[]): void {
+    this.#connection.unsubscribe(...channels).catch(() => {});
+  }
+
+  close(): void {
+    this.#connection.disconnect();
+  }
+}

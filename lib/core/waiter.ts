@@ -1,0 +1,79 @@
+import { randomBytes } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { LockHeldError, type RedlockError } from './errors.js';
+import type { WaitOptions } from './redlock-options.js';
+import type { ReleaseWakeups } from './release-wakeups.js';
+
+const PROCESS_ID = randomBytes(9).toString('base64url');
+let sequence = 0;
+
+/**
+ * One acquire call's place in line: the identity and ticket it queues under on every master,
+ * and the pause between its rounds. While the lock is held it sleeps until a release names it
+ * (or anyone), with a fallback timer for a crashed holder or a lost message; for other
+ * failures it backs off with jitter.
+ */
+export class Waiter {
+  /** Unique across processes; '' for a caller that does not queue (tryAcquire). */
+  readonly id: string;
+  /** Chosen once, sent to every master, so all masters order waiters alike. */
+  readonly ticket: number;
+  #woken = false;
+  #wake: (() => void) | undefined;
+  #stopListening: (() => void) | undefined;
+  #listening = false;
+
+  constructor(
+    queues: boolean,
+    private readonly wakeups: ReleaseWakeups | undefined,
+    private readonly channels: readonly string[],
+    private readonly wait: Required<WaitOptions>,
+    private readonly signal: AbortSignal | undefined,
+  ) {
+    sequence = (sequence + 1) % 1_000_000;
+    this.id = queues ? `${PROCESS_ID}:${sequence}` : '';
+    // Wall-clock ticket: the only clock every process shares. Skew between clients only costs
+    // fairness, never safety. Microsecond slots keep tickets of one process apart.
+    this.ticket = Date.now() * 1000 + (sequence % 1000);
+  }
+
+  /** Waits before the next round; resolves at once after first subscribing, to cover a release in between. */
+  async pause(error: RedlockError, leftMs: number): Promise<void> {
+    if (!(error instanceof LockHeldError) || !this.wakeups) {
+      await sleep(Math.min(leftMs, this.wait.retryDelayMs + Math.random() * this.wait.retryJitterMs), undefined, {
+        signal: this.signal,
+      });
+      return;
+    }
+    if (!this.#listening) {
+      this.#listening = true;
+      this.#stopListening = await this.wakeups.listen(this.channels, (next) => {
+        if (next === '' || next === this.id) this.#woken = true;
+        if (this.#woken) this.#wake?.();
+      });
+      return;
+    }
+    const fallback = (error.retryAfterMs ?? this.wait.retryDelayMs) + Math.random() * this.wait.retryJitterMs;
+    await this.#sleepUntilWoken(Math.min(leftMs, fallback));
+  }
+
+  close(): void {
+    this.#stopListening?.();
+  }
+
+  async #sleepUntilWoken(ms: number): Promise<void> {
+    if (!this.#woken) {
+      const controller = new AbortController();
+      const signal = this.signal ? AbortSignal.any([this.signal, controller.signal]) : controller.signal;
+      this.#wake = () => controller.abort();
+      try {
+        await sleep(ms, undefined, { signal });
+      } catch (error) {
+        if (this.signal?.aborted) throw error;
+      } finally {
+        this.#wake = undefined;
+      }
+    }
+    this.#woken = false;
+  }
+}
