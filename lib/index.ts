@@ -1,1 +1,27 @@
 export * from './core/index.js';
+export { RedlockModule } from './redlock.module.js';
+export { REDLOCK_ASYNC_OPTIONS_TYPE, REDLOCK_OPTIONS_TYPE } from './redlock.module-definition.js';
+export { RedlockService } from './redlock.service.js';
+export { WithLock } from './with-lock.decorator.js';
+export { RedlockInterceptor } from './redlock.interceptor.js';
+export { RedlockExplorer } from './redlock.explorer.js';
+export { LockPlanner, type LockPlan } from './lock-plan.js';
+export { LockConflictException } from './lock-conflict.exception.js';
+export { LockUnavailableException } from './lock-unavailable.exception.js';
+export { RedlockConfigError } from './redlock-config.error.js';
+export { RedisConnections } from './redis-connections.js';
+export { DEFAULT_TTL_MS, REDLOCK_MODULE_OPTIONS, WITH_LOCK } from './redlock.constants.js';
+export type { RedlockSettings } from './module-settings.js';
+export type {
+  DefaultWait,
+  LockKey,
+  LockKeyFunction,
+  OnLocked,
+  RedlockErrorMapper,
+  RedlockModuleExtras,
+  RedlockModuleOptions,
+  RedlockNode,
+  RedlockOptionsFactory,
+  WithLockMetadata,
+  WithLockOptions,
+} from './redlock.interfaces.js';

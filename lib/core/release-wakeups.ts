@@ -97,11 +97,10 @@ class Subscriber {
   readonly #connection: Redis;
 
   constructor(client: Redis, onMessage: (channel: string, message: string) => void) {
-    // A connection of its own: a subscribed connection can run nothing else. Auto-pipelining is
-    // pointless here, and a master being down must not queue subscriptions forever.
-    // The offline queue must be on whatever the parent says: SUBSCRIBE is sent right after the
-    // duplicate is created, before it has connected, and without a queue it would fail at once
-    // (every wake-up for those channels lost). `subscribe` bounds the wait instead.
+    // A connection of its own: a subscribed connection can run nothing else, and auto-pipelining
+    // is pointless here. The offline queue must be on whatever the parent says: SUBSCRIBE is sent
+    // right after the duplicate is created, before it has connected, and without a queue it would
+    // fail at once (every wake-up for those channels lost). `subscribe` bounds the wait instead.
     this.#connection = client.duplicate({ enableAutoPipelining: false, lazyConnect: false, enableOfflineQueue: true });
     this.#connection.on('message', onMessage);
     // Failures surface as missed wake-ups, which the waiters' fallback timers cover.

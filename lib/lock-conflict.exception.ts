@@ -1,0 +1,32 @@
+import { HttpException, HttpStatus } from '@nestjs/common';
+import type { LockHeldError } from './core/errors.js';
+
+/**
+ * 409 Conflict: the resource is locked by another operation (fail-fast policy, or the wait ran
+ * out). The body names the resources, never the lock token; `retryAfterSeconds` is what the
+ * interceptor sends as `Retry-After`.
+ */
+export class LockConflictException extends HttpException {
+  constructor(
+    readonly resources: readonly string[],
+    /** Whole seconds, at least 1: when the current holder's lock expires at the latest, unless extended. */
+    readonly retryAfterSeconds: number,
+    options?: { cause?: unknown },
+  ) {
+    super(
+      {
+        statusCode: HttpStatus.CONFLICT,
+        error: 'Conflict',
+        message: `${resources.join(', ')} ${resources.length === 1 ? 'is' : 'are'} locked by another operation; retry later`,
+        resources: [...resources],
+      },
+      HttpStatus.CONFLICT,
+      options,
+    );
+  }
+
+  static fromError(error: LockHeldError): LockConflictException {
+    const seconds = Math.max(1, Math.ceil((error.retryAfterMs ?? 0) / 1000));
+    return new LockConflictException(error.resources, seconds, { cause: error });
+  }
+}

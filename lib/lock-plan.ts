@@ -1,0 +1,75 @@
+import { Inject, Injectable } from '@nestjs/common';
+import { isObservable, Observable } from 'rxjs';
+import type { UsingOptions } from './core/redlock.js';
+import { compileLockKey, type CompiledLockKey } from './lock-key.js';
+import { checkOnLocked, checkWaitTimeout, isTtl, type RedlockSettings } from './module-settings.js';
+import { REDLOCK_SETTINGS, WITH_LOCK } from './redlock.constants.js';
+import type { WithLockMetadata } from './redlock.interfaces.js';
+import { RedlockConfigError } from './redlock-config.error.js';
+
+/** How one decorated method locks: its compiled key and its resolved options. */
+export interface LockPlan {
+  /** `ClassName.methodName`, for messages. */
+  readonly site: string;
+  readonly key: CompiledLockKey;
+  readonly ttlMs: number;
+  /** Wait policy and auto-extension, as the engine takes them. */
+  readonly options: UsingOptions;
+  /** Declared `Observable<...>` return type: the lock must then last while it is subscribed. */
+  readonly returnsObservable: boolean;
+}
+
+/**
+ * Turns `@WithLock` metadata into lock plans, checking key and options once per method and
+ * module (so a mistake fails at bootstrap), with the module's defaults filled in. Shared by the
+ * interceptor and the explorer; plans are cached per method function, never stored on it.
+ */
+@Injectable()
+export class LockPlanner {
+  readonly #plans = new WeakMap<Function, LockPlan>();
+
+  constructor(@Inject(REDLOCK_SETTINGS) private readonly settings: RedlockSettings) {}
+
+  /** The plan of `method` as a member of `owner`, or undefined when it carries no `@WithLock`. */
+  planFor(owner: Function, methodName: string, method: Function): LockPlan | undefined {
+    const cached = this.#plans.get(method);
+    if (cached) return cached;
+    const metadata = Reflect.getMetadata(WITH_LOCK, method) as WithLockMetadata | undefined;
+    if (!metadata) return undefined;
+    const plan = this.compile(owner, methodName, method, metadata);
+    this.#plans.set(method, plan);
+    return plan;
+  }
+
+  private compile(owner: Function, methodName: string, method: Function, metadata: WithLockMetadata): LockPlan {
+    const site = `${owner.name || 'anonymous class'}.${methodName}`;
+    const prototype = owner.prototype as object;
+    const paramTypes = Reflect.getMetadata('design:paramtypes', prototype, methodName) as unknown[] | undefined;
+    const returnType = Reflect.getMetadata('design:returntype', prototype, methodName) as unknown;
+    const key = compileLockKey(metadata.key, {
+      name: site,
+      paramCount: Math.max(method.length, paramTypes?.length ?? 0),
+    });
+
+    const { ttlMs = this.settings.defaultTtlMs, autoExtend = true } = metadata.options;
+    const onLocked = metadata.options.onLocked ?? this.settings.defaultWait.onLocked;
+    const waitTimeoutMs = metadata.options.waitTimeoutMs ?? this.settings.defaultWait.waitTimeoutMs;
+    if (!isTtl(ttlMs)) {
+      throw new RedlockConfigError(`@WithLock on ${site}: ttlMs must be a positive integer number of ms (got ${String(ttlMs)})`);
+    }
+    checkOnLocked(`@WithLock on ${site}: onLocked`, onLocked);
+    if (waitTimeoutMs !== undefined) checkWaitTimeout(`@WithLock on ${site}: waitTimeoutMs`, waitTimeoutMs);
+    if (typeof autoExtend !== 'boolean') {
+      throw new RedlockConfigError(`@WithLock on ${site}: autoExtend must be a boolean`);
+    }
+    // 'fail' is one round; 'wait' keeps the engine's retry settings, bounded by the wait timeout.
+    const options: UsingOptions = onLocked === 'fail' ? { retryCount: 0, autoExtend } : { waitTimeoutMs, autoExtend };
+    return { site, key, ttlMs, options, returnsObservable: isObservableType(returnType) };
+  }
+}
+
+function isObservableType(type: unknown): boolean {
+  if (typeof type !== 'function') return false;
+  // Another copy of rxjs has another Observable class: recognise it by its shape.
+  return type === Observable || (type.name === 'Observable' && isObservable(Object.create(type.prototype as object)));
+}

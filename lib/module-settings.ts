@@ -1,0 +1,79 @@
+import { Logger } from '@nestjs/common';
+import { InvalidArgumentError } from './core/errors.js';
+import { MAX_TTL_MS, resolveOptions, type RedlockOptions } from './core/redlock-options.js';
+import { DEFAULT_TTL_MS } from './redlock.constants.js';
+import type { DefaultWait, RedlockErrorMapper, RedlockModuleOptions, RedlockNode } from './redlock.interfaces.js';
+import { RedlockConfigError } from './redlock-config.error.js';
+
+/** The module options, validated, with defaults filled in. */
+export interface RedlockSettings {
+  readonly nodes: readonly RedlockNode[];
+  /** What the engine receives: every core option, with warnings routed to Nest's logger. */
+  readonly engine: RedlockOptions;
+  readonly defaultTtlMs: number;
+  readonly defaultWait: Readonly<Required<Pick<DefaultWait, 'onLocked'>> & Pick<DefaultWait, 'waitTimeoutMs'>>;
+  readonly errorMapper: RedlockErrorMapper | undefined;
+}
+
+/**
+ * Checks everything that can be checked without a network, before any connection is opened,
+ * so a bad configuration fails at bootstrap with a message naming the option.
+ */
+export function resolveSettings(options: RedlockModuleOptions | undefined): RedlockSettings {
+  if (!options || typeof options !== 'object') {
+    throw new RedlockConfigError('RedlockModule: options are required (at least options.nodes)');
+  }
+  const { nodes, defaultTtlMs = DEFAULT_TTL_MS, defaultWait = {}, errorMapper, ...engine } = options;
+  if (!Array.isArray(nodes) || nodes.length === 0) {
+    throw new RedlockConfigError('RedlockModule: options.nodes must list at least one Redis master');
+  }
+  if (!isTtl(defaultTtlMs)) {
+    throw new RedlockConfigError(
+      `RedlockModule: options.defaultTtlMs must be a positive integer number of ms, at most ${MAX_TTL_MS} ` +
+        `(got ${String(defaultTtlMs)})`,
+    );
+  }
+  if (defaultWait === null || typeof defaultWait !== 'object') {
+    throw new RedlockConfigError("RedlockModule: options.defaultWait must be an object like { onLocked: 'wait' }");
+  }
+  const onLocked = defaultWait.onLocked ?? 'wait';
+  checkOnLocked('RedlockModule: options.defaultWait.onLocked', onLocked);
+  if (defaultWait.waitTimeoutMs !== undefined) {
+    checkWaitTimeout('RedlockModule: options.defaultWait.waitTimeoutMs', defaultWait.waitTimeoutMs);
+  }
+  if (errorMapper !== undefined && typeof errorMapper !== 'function') {
+    throw new RedlockConfigError('RedlockModule: options.errorMapper must be a function');
+  }
+  const engineOptions: RedlockOptions = { ...engine, logger: engine.logger ?? new Logger('Redlock') };
+  try {
+    resolveOptions(engineOptions);
+  } catch (error) {
+    if (error instanceof InvalidArgumentError) {
+      throw new RedlockConfigError(`RedlockModule: ${error.message.replace(/^invalid /, 'invalid options.')}`);
+    }
+    throw error;
+  }
+  return {
+    nodes,
+    engine: engineOptions,
+    defaultTtlMs,
+    defaultWait: { onLocked, waitTimeoutMs: defaultWait.waitTimeoutMs },
+    errorMapper,
+  };
+}
+
+export function isTtl(value: unknown): value is number {
+  return typeof value === 'number' && Number.isInteger(value) && value > 0 && value <= MAX_TTL_MS;
+}
+
+export function checkOnLocked(label: string, value: unknown): void {
+  if (value !== 'wait' && value !== 'fail') {
+    throw new RedlockConfigError(`${label} must be 'wait' or 'fail' (got ${JSON.stringify(value) ?? String(value)})`);
+  }
+}
+
+export function checkWaitTimeout(label: string, value: unknown): void {
+  if (typeof value !== 'number' || !Number.isFinite(value) || value < 0) {
+    throw new RedlockConfigError(`${label} must be a finite number of ms >= 0 (got ${String(value)})`);
+  }
+}

@@ -1,0 +1,176 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Logger } from '@nestjs/common';
+import { Redis, type RedisOptions } from 'ioredis';
+import { redactCredentials } from './core/redact.js';
+import { nodeName } from './core/redis-node.js';
+import type { RedlockNode } from './redlock.interfaces.js';
+import { RedlockConfigError } from './redlock-config.error.js';
+
+/**
+ * Applied to connections the module creates, unless the node's own options say otherwise.
+ * Without an offline queue a dead master fails a lock round at once instead of holding the
+ * command until it reconnects; one retry per request keeps a flapping master from stalling it.
+ * Auto-pipelining lets concurrent acquisitions of different keys share round trips.
+ */
+const OWNED_DEFAULTS: RedisOptions = { enableOfflineQueue: false, maxRetriesPerRequest: 1, enableAutoPipelining: true };
+/** Bootstrap waits this long at most for the masters to connect, so the first lock does not race them. */
+const READY_WAIT_MS = 5_000;
+/** A QUIT that gets no answer (master down) must not hold shutdown up. */
+const QUIT_GRACE_MS = 1_000;
+
+type Parsed =
+  | { index: number; kind: 'url'; url: string; address: string }
+  | { index: number; kind: 'options'; options: RedisOptions; address: string }
+  | { index: number; kind: 'client'; client: Redis; address: string };
+
+/**
+ * The module's Redis masters: turns `options.nodes` into ioredis clients after validating
+ * every entry, and closes at shutdown the connections it opened (never the clients it was given).
+ */
+export class RedisConnections {
+  readonly #owned: Redis[];
+  #closing: Promise<void> | undefined;
+
+  private constructor(
+    /** One client per master, in `options.nodes` order. */
+    readonly clients: readonly Redis[],
+    owned: Redis[],
+  ) {
+    this.#owned = owned;
+  }
+
+  /**
+   * Validates all nodes before connecting to any (so a mistake leaves no socket open), connects,
+   * and waits a bounded time for the new connections to settle. Masters that are down do not
+   * fail bootstrap: Redlock works while a majority is up.
+   */
+  static async open(nodes: readonly RedlockNode[], logger = new Logger('Redlock')): Promise<RedisConnections> {
+    const parsed = nodes.map((node, index) => parseNode(node, index));
+    const seen = new Map<string, number>();
+    for (const node of parsed) {
+      const earlier = seen.get(node.address);
+      if (earlier !== undefined) {
+        // Two connections to one server are not independent masters: one crash takes both votes.
+        throw new RedlockConfigError(
+          `RedlockModule: options.nodes[${node.index}] and options.nodes[${earlier}] are the same master ` +
+            `(${node.address}); Redlock needs independent masters`,
+        );
+      }
+      seen.set(node.address, node.index);
+    }
+    const owned: Redis[] = [];
+    const clients = parsed.map((node) => {
+      if (node.kind === 'client') return node.client;
+      const client =
+        node.kind === 'url'
+          ? new Redis(node.url, { ...OWNED_DEFAULTS, lazyConnect: false })
+          : new Redis({ ...OWNED_DEFAULTS, ...node.options, lazyConnect: false });
+      reportOutages(client, logger);
+      owned.push(client);
+      return client;
+    });
+    await Promise.all(owned.map((client) => settled(client, READY_WAIT_MS)));
+    return new RedisConnections(clients, owned);
+  }
+
+  /** Connections this module opened and will close. */
+  get owned(): readonly Redis[] {
+    return this.#owned;
+  }
+
+  /** QUITs every owned connection, disconnecting those that do not answer in time. Idempotent. */
+  close(): Promise<void> {
+    this.#closing ??= Promise.all(
+      this.#owned.map(async (client) => {
+        if (client.status !== 'end') {
+          await Promise.race([client.quit().catch(() => undefined), sleep(QUIT_GRACE_MS, undefined, { ref: false })]);
+        }
+        // Also stops a client that is between reconnection attempts from trying again.
+        client.disconnect();
+      }),
+    ).then(() => undefined);
+    return this.#closing;
+  }
+}
+
+function parseNode(node: unknown, index: number): Parsed {
+  const label = `RedlockModule: options.nodes[${index}]`;
+  if (typeof node === 'string') return { index, kind: 'url', url: node, address: urlAddress(node, label) };
+  if (node === null || typeof node !== 'object' || Array.isArray(node)) {
+    throw new RedlockConfigError(
+      `${label} must be a redis:// or rediss:// URL, an ioredis options object or an ioredis client (got ${describe(node)})`,
+    );
+  }
+  if ((node as { isCluster?: unknown }).isCluster === true) {
+    throw new RedlockConfigError(
+      `${label} is a Redis Cluster client; Redlock needs independent masters, so give one client per master`,
+    );
+  }
+  if (isClient(node)) return { index, kind: 'client', client: node, address: nodeName(node) };
+  const options = node as RedisOptions;
+  return { index, kind: 'options', options, address: nodeName({ options } as unknown as Redis) };
+}
+
+/** Duck-typed so a client from another copy of ioredis (a v5 peer) is recognised too. */
+function isClient(node: object): node is Redis {
+  const candidate = node as Partial<Redis>;
+  return typeof candidate.evalsha === 'function' && typeof candidate.status === 'string';
+}
+
+/**
+ * Checks the URL before ioredis sees it (ioredis is lenient and would connect somewhere odd).
+ * No part of the input is echoed: a malformed URL may put the password anywhere.
+ */
+function urlAddress(text: string, label: string): string {
+  const invalid = (why: string) =>
+    new RedlockConfigError(`${label} is not a valid Redis URL: ${why}; expected redis[s]://[user:password@]host[:port][/db]`);
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    throw invalid('it does not parse as a URL');
+  }
+  if (url.protocol !== 'redis:' && url.protocol !== 'rediss:') throw invalid('the scheme must be redis:// or rediss://');
+  if (!url.hostname) throw invalid('the host is missing');
+  if (url.pathname !== '' && url.pathname !== '/' && !/^\/\d+$/.test(url.pathname)) {
+    throw invalid('the path must be a database number');
+  }
+  const host = url.hostname.replace(/^\[(.*)\]$/, '$1');
+  return nodeName({ options: { host, port: url.port ? Number(url.port) : 6379 } } as unknown as Redis);
+}
+
+function describe(value: unknown): string {
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return 'an array';
+  return typeof value;
+}
+
+/** One warning per outage rather than one per reconnection attempt. */
+function reportOutages(client: Redis, logger: Logger): void {
+  let down = false;
+  client.on('error', (error: Error) => {
+    if (down) return;
+    down = true;
+    logger.warn(`Redis master ${nodeName(client)} unavailable: ${redactCredentials(error.message)}`);
+  });
+  client.on('ready', () => {
+    if (!down) return;
+    down = false;
+    logger.log(`Redis master ${nodeName(client)} is back`);
+  });
+}
+
+/** Resolves once the client is ready or has failed once, or after `ms`. Never rejects. */
+function settled(client: Redis, ms: number): Promise<void> {
+  if (client.status === 'ready') return Promise.resolve();
+  return new Promise<void>((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      client.off('ready', done).off('error', done).off('end', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    timer.unref();
+    client.once('ready', done).once('error', done).once('end', done);
+  });
+}

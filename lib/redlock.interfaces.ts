@@ -1,0 +1,84 @@
+import type { ExecutionContext, Type } from '@nestjs/common';
+import type { Redis, RedisOptions } from 'ioredis';
+import type { RedlockError } from './core/errors.js';
+import type { RedlockOptions } from './core/redlock-options.js';
+import type { RedlockInterceptor } from './redlock.interceptor.js';
+
+/**
+ * What a decorated call does when another owner holds the lock: `wait` retries until the
+ * lock is free or `waitTimeoutMs` runs out; `fail` gives up after one round.
+ */
+export type OnLocked = 'wait' | 'fail';
+
+/** A key function receives the method's arguments and names the resource(s) to lock. */
+export type LockKeyFunction = (...args: any[]) => string | readonly string[];
+
+/**
+ * The resource(s) `@WithLock` locks: a template (`'order:{0}'`, `'user:{1.user.id}'`, where
+ * `{N}` is argument N and `.path` reads a property of it; `{{` and `}}` are literal braces),
+ * an array of templates (one lock over several resources), or a function of the arguments.
+ */
+export type LockKey = string | readonly string[] | LockKeyFunction;
+
+export interface WithLockOptions {
+  /** Lock ttl in ms. Default: the module's `defaultTtlMs`. */
+  ttlMs?: number;
+  /** Default: the module's `defaultWait.onLocked`, itself `'wait'` by default. */
+  onLocked?: OnLocked;
+  /** With `onLocked: 'wait'`, how long to wait. Default: `defaultWait.waitTimeoutMs`, else the engine's `waitTimeoutMs`. */
+  waitTimeoutMs?: number;
+  /** Keep extending the lock while the method runs. Default true. */
+  autoExtend?: boolean;
+}
+
+/** What `@WithLock` records on the method. */
+export interface WithLockMetadata {
+  readonly key: LockKey;
+  readonly options: Readonly<WithLockOptions>;
+}
+
+/** The wait policy `@WithLock` methods follow when they do not set their own. */
+export interface DefaultWait {
+  onLocked?: OnLocked;
+  waitTimeoutMs?: number;
+}
+
+/**
+ * Replaces the interceptor's mapping of lock acquisition failures on decorated controller
+ * handlers (any transport): receives the core error, returns what to throw instead.
+ */
+export type RedlockErrorMapper = (error: RedlockError, context: ExecutionContext) => unknown;
+
+/** One Redis master: a `redis://` or `rediss://` URL, ioredis options, or a client you own. */
+export type RedlockNode = string | RedisOptions | Redis;
+
+export interface RedlockModuleOptions extends RedlockOptions {
+  /**
+   * The independent Redis masters (an odd number, typically 3 or 5). Connections made from
+   * URLs or options are owned by the module and closed at shutdown; clients you pass are
+   * used as they are and never closed.
+   */
+  nodes: readonly RedlockNode[];
+  /** Ttl in ms for `@WithLock` and for service calls that omit one. Default 10 000. */
+  defaultTtlMs?: number;
+  /** Wait policy of `@WithLock` methods that set none. Default `{ onLocked: 'wait' }`. */
+  defaultWait?: DefaultWait;
+  /** Replaces the default HTTP mapping (409 / 503) of lock failures on decorated routes. */
+  errorMapper?: RedlockErrorMapper;
+}
+
+/** Implemented by a class given to `forRootAsync({ useClass })` or `useExisting`. */
+export interface RedlockOptionsFactory {
+  createRedlockOptions(): RedlockModuleOptions | Promise<RedlockModuleOptions>;
+}
+
+/** Module-definition options beside the Redlock options themselves. */
+export interface RedlockModuleExtras {
+  /** Register the module globally, so `RedlockService` can be injected anywhere. Default false. */
+  isGlobal?: boolean;
+  /**
+   * The interceptor registered for decorated controller handlers: a subclass of
+   * `RedlockInterceptor` that overrides `toHttpException`, for example. Default `RedlockInterceptor`.
+   */
+  interceptor?: Type<RedlockInterceptor>;
+}

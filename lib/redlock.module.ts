@@ -1,0 +1,50 @@
+import { Logger, Module } from '@nestjs/common';
+import { DiscoveryModule } from '@nestjs/core';
+import { Redlock } from './core/redlock.js';
+import { LockPlanner } from './lock-plan.js';
+import { resolveSettings, type RedlockSettings } from './module-settings.js';
+import { RedisConnections } from './redis-connections.js';
+import { REDLOCK_MODULE_OPTIONS, REDLOCK_SETTINGS } from './redlock.constants.js';
+import { RedlockExplorer } from './redlock.explorer.js';
+import type { RedlockModuleOptions } from './redlock.interfaces.js';
+import { ConfigurableRedlockModule } from './redlock.module-definition.js';
+import { RedlockConfigError } from './redlock-config.error.js';
+import { RedlockService } from './redlock.service.js';
+
+async function openConnections(settings: RedlockSettings): Promise<RedisConnections> {
+  return RedisConnections.open(settings.nodes, new Logger('Redlock'));
+}
+
+async function createEngine(settings: RedlockSettings, connections: RedisConnections): Promise<Redlock> {
+  try {
+    return new Redlock(connections.clients, settings.engine);
+  } catch (error) {
+    await connections.close();
+    throw error instanceof Error ? new RedlockConfigError(`RedlockModule: ${error.message}`) : error;
+  }
+}
+
+/**
+ * Distributed locks over independent Redis masters (Redlock) for Nest: `RedlockService` for
+ * code, `@WithLock()` for controller handlers and provider methods.
+ *
+ * ```ts
+ * RedlockModule.forRoot({ nodes: ['redis://a:6379', 'redis://b:6379', 'redis://c:6379'], isGlobal: true })
+ * RedlockModule.forRootAsync({ isGlobal: true, inject: [ConfigService], useFactory: (c) => ({ nodes: c.get('REDLOCK_NODES') }) })
+ * ```
+ * Register it once per application.
+ */
+@Module({
+  imports: [DiscoveryModule],
+  providers: [
+    // Validation first: a bad configuration fails before any connection is opened.
+    { provide: REDLOCK_SETTINGS, useFactory: (options: RedlockModuleOptions) => resolveSettings(options), inject: [REDLOCK_MODULE_OPTIONS] },
+    { provide: RedisConnections, useFactory: openConnections, inject: [REDLOCK_SETTINGS] },
+    { provide: Redlock, useFactory: createEngine, inject: [REDLOCK_SETTINGS, RedisConnections] },
+    LockPlanner,
+    RedlockService,
+    RedlockExplorer,
+  ],
+  exports: [RedlockService, Redlock],
+})
+export class RedlockModule extends ConfigurableRedlockModule {}

@@ -1,0 +1,92 @@
+import { Inject, Injectable, type OnApplicationShutdown } from '@nestjs/common';
+import type { Lock } from './core/lock.js';
+import { currentScope, type LockSession } from './core/lock-session.js';
+import { Redlock, type AcquireOptions, type LockedRoutine, type UsingOptions } from './core/redlock.js';
+import type { RedlockSettings } from './module-settings.js';
+import { RedisConnections } from './redis-connections.js';
+import { REDLOCK_SETTINGS } from './redlock.constants.js';
+
+type Resources = string | readonly string[];
+
+/**
+ * Locks for code that takes them itself. Every ttl is optional (default: the module's
+ * `defaultTtlMs`). Work run by `using` (or under `@WithLock`) runs in the lock's async
+ * context: it can read `currentLock()` and `currentSignal()`, and a nested request for a
+ * resource it already holds is reentrant: it neither waits for itself nor releases early.
+ */
+@Injectable()
+export class RedlockService implements OnApplicationShutdown {
+  constructor(
+    private readonly engine: Redlock,
+    private readonly connections: RedisConnections,
+    @Inject(REDLOCK_SETTINGS) private readonly settings: RedlockSettings,
+  ) {}
+
+  /** The underlying engine, for everything this service does not wrap. */
+  get redlock(): Redlock {
+    return this.engine;
+  }
+
+  /** Acquires the lock, waiting per the options while another owner holds it. Release it yourself. */
+  acquire(resources: Resources, ttlMs: number = this.settings.defaultTtlMs, options?: AcquireOptions): Promise<Lock> {
+    return this.engine.acquire(resources, ttlMs, options);
+  }
+
+  /** One round, no waiting: the lock, or null when another owner holds it. */
+  tryAcquire(resources: Resources, ttlMs: number = this.settings.defaultTtlMs): Promise<Lock | null> {
+    return this.engine.tryAcquire(resources, ttlMs);
+  }
+
+  /**
+   * Runs `routine` holding the lock, extending it while it runs (the signal aborts if it is
+   * lost) and releasing it afterwards, whatever happens.
+   */
+  using<T>(resources: Resources, routine: LockedRoutine<T>, options?: UsingOptions): Promise<T>;
+  using<T>(resources: Resources, ttlMs: number, routine: LockedRoutine<T>, options?: UsingOptions): Promise<T>;
+  using<T>(
+    resources: Resources,
+    ttlOrRoutine: number | LockedRoutine<T>,
+    routineOrOptions?: LockedRoutine<T> | UsingOptions,
+    options?: UsingOptions,
+  ): Promise<T> {
+    if (typeof ttlOrRoutine === 'function') {
+      return this.engine.using(resources, this.settings.defaultTtlMs, ttlOrRoutine, routineOrOptions as UsingOptions);
+    }
+    return this.engine.using(resources, ttlOrRoutine, routineOrOptions as LockedRoutine<T>, options);
+  }
+
+  /**
+   * Acquires (or re-enters) for work that is not one promise; run it with `session.run()` and
+   * always call `session.exit()` when it ends.
+   */
+  enter(resources: Resources, ttlMs: number = this.settings.defaultTtlMs, options?: UsingOptions): Promise<LockSession> {
+    return this.engine.enter(resources, ttlMs, options);
+  }
+
+  /**
+   * The lock the current async context holds on `resource`, or without a resource the innermost
+   * lock it holds; undefined outside locked work.
+   */
+  currentLock(resource?: string): Lock | undefined {
+    const scope = currentScope(this.engine);
+    if (!scope) return undefined;
+    if (resource !== undefined) return scope.locks.get(resource);
+    return [...scope.locks.values()].at(-1);
+  }
+
+  /** Fires when any lock the current context holds is lost; undefined outside locked work. */
+  currentSignal(): AbortSignal | undefined {
+    return currentScope(this.engine)?.signal;
+  }
+
+  /**
+   * Stops auto-extension and releases every lock still held (firing their signals, so running
+   * work stops relying on them), then closes the engine's own connections (release wake-ups)
+   * and those the module opened, in that order: a release needs the connections.
+   */
+  async onApplicationShutdown(): Promise<void> {
+    await this.engine.releaseAll('application shutdown');
+    this.engine.close();
+    await this.connections.close();
+  }
+}
