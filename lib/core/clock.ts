@@ -13,3 +13,11 @@ export function monotonicNow(): number {
 export function validityMs(ttlMs: number, elapsedMs: number, driftFactor: number): number {
   return ttlMs - elapsedMs - (Math.round(ttlMs * driftFactor) + 2);
 }
+
+/**
+ * What is left at `now` of the validity of a round that began at `start`. Validity counts from
+ * `start`, so the round's own time is spent out of it: a lock is only a lock while this is > 0.
+ */
+export function validityLeftMs(ttlMs: number, start: number, now: number, driftFactor: number): number {
+  return start + validityMs(ttlMs, now - start, driftFactor) - now;
+}

@@ -1,7 +1,7 @@
 import { EventEmitter } from 'node:events';
 import type { Redis } from 'ioredis';
 import { autoExtend } from './auto-extender.js';
-import { monotonicNow, validityMs } from './clock.js';
+import { monotonicNow, validityLeftMs } from './clock.js';
 import {
   AcquireAbortedError,
   ExtensionLimitError,
@@ -252,12 +252,13 @@ export class Redlock extends EventEmitter implements LockEngine {
     this.#quarantine?.observeTtl(ttlMs);
     const start = monotonicNow();
     const round = await this.round(ttlMs, false, grantedIfOne, this.vote(EXTEND_SCRIPT, lock.keys, [lock.token, ttlMs]));
-    const validity = validityMs(ttlMs, monotonicNow() - start, this.options.driftFactor);
-    if (round.granted >= this.quorum && validity > 0) {
-      lock.renewed(start + validity, ttlMs);
+    const end = monotonicNow();
+    const left = validityLeftMs(ttlMs, start, end, this.options.driftFactor);
+    if (round.granted >= this.quorum && left > 0) {
+      lock.renewed(end + left, ttlMs);
       return;
     }
-    const failure = this.classify(lock.resources, round, validity, 0);
+    const failure = this.classify(lock.resources, round, left, 0);
     if (failure.error instanceof LockHeldError) {
       const lost = new LockLostError(lock.resources, 'a majority of masters no longer holds this lock', round.outcomes);
       lock.markLost(lost);
@@ -289,16 +290,19 @@ export class Redlock extends EventEmitter implements LockEngine {
     const start = monotonicNow();
     let round = await this.round(ttlMs, false, interpretAcquire, this.vote(ACQUIRE_SCRIPT, scriptKeys, args));
     let fence: number | undefined;
-    if (fencing && round.granted >= this.quorum && validityMs(ttlMs, monotonicNow() - start, this.options.driftFactor) > 0) {
+    if (fencing && round.granted >= this.quorum && validityLeftMs(ttlMs, start, monotonicNow(), this.options.driftFactor) > 0) {
       // Spec section 6: max of what the granting quorum read, plus one, written back to a
       // majority (only where our keys still stand) before the caller may use it.
       const highest = Math.max(...round.outcomes.filter((o) => o.status === 'granted').map((o) => o.value ?? 0));
       fence = nextFence(highest, this.options.fenceTimeFloor);
       round = await this.round(ttlMs, false, grantedIfOne, this.vote(FENCE_SCRIPT, scriptKeys, [token, fence, keys.length]));
     }
-    const validity = validityMs(ttlMs, monotonicNow() - start, this.options.driftFactor);
-    if (round.granted >= this.quorum && validity > 0) {
-      const lock = new Lock(this, resources, keys, token, ttlMs, start + validity, fence);
+    // Validity counts from `start`: the rounds have spent part of it already. Only what is left
+    // now makes a lock; a lock handed out with nothing left would have expired on arrival.
+    const end = monotonicNow();
+    const left = validityLeftMs(ttlMs, start, end, this.options.driftFactor);
+    if (round.granted >= this.quorum && left > 0) {
+      const lock = new Lock(this, resources, keys, token, ttlMs, end + left, fence);
       this.#held.add(lock);
       if (this.#held.size >= this.#pruneHeldAt) this.#pruneHeld();
       this.#acquisitions.set(lock, { landed: round.landed, waiterId: waiter.id });
@@ -307,7 +311,7 @@ export class Redlock extends EventEmitter implements LockEngine {
     // Timed-out requests may still be applied, and a late grant may land on any node: clean
     // everywhere, each node only after its acquire has finished (see releaseKeys).
     await this.releaseKeys(resources, keys, token, ttlMs, round.landed);
-    return this.classify(resources, round, validity, attempt);
+    return this.classify(resources, round, left, attempt);
   }
 
   /**

@@ -16,6 +16,9 @@ interface Faults {
   latencyMs: number;
   blackholed: boolean;
   dropReplies: number;
+  /** Armed by loseNextReply(): the next request to pass through picks its connection. */
+  loseNextReply: boolean;
+  lostReplies: number;
 }
 
 /**
@@ -34,6 +37,7 @@ class Channel {
     private readonly dst: Socket,
     private readonly faults: Faults,
     private readonly carriesReplies: boolean,
+    private readonly lossy: LossyReply,
   ) {
     src.on('data', (chunk: Buffer) => this.receive(chunk));
     // A clean FIN is forwarded only after the bytes queued before it.
@@ -45,6 +49,18 @@ class Channel {
 
   private receive(chunk: Buffer): void {
     if (this.faults.blackholed) return; // swallowed, never delivered later
+    if (!this.carriesReplies && this.faults.loseNextReply) {
+      // This request's connection is the one whose next reply will be lost.
+      this.faults.loseNextReply = false;
+      this.lossy.armed = true;
+    } else if (this.carriesReplies && this.lossy.armed) {
+      // The server has executed the request; its reply is lost and the connection breaks at
+      // once, before any later byte could be matched to the wrong command.
+      this.lossy.armed = false;
+      this.faults.lostReplies++;
+      this.lossy.reset();
+      return;
+    }
     if (this.carriesReplies && this.faults.dropReplies > 0) {
       // The server has already executed the command; only its reply is lost.
       this.faults.dropReplies--;
@@ -82,6 +98,12 @@ class Channel {
   }
 }
 
+/** Per connection: whether its next reply is to be lost (see TcpProxy.loseNextReply). */
+interface LossyReply {
+  armed: boolean;
+  reset(): void;
+}
+
 /** A client socket, its upstream socket and the two directions between them. */
 class Pair {
   private readonly channels: Channel[];
@@ -90,8 +112,13 @@ class Pair {
     readonly client: Socket,
     readonly server: Socket,
     faults: Faults,
+    onLostReply: (pair: Pair) => void,
   ) {
-    this.channels = [new Channel(client, server, faults, false), new Channel(server, client, faults, true)];
+    const lossy: LossyReply = { armed: false, reset: () => onLostReply(this) };
+    this.channels = [
+      new Channel(client, server, faults, false, lossy),
+      new Channel(server, client, faults, true, lossy),
+    ];
   }
 
   /** reset=true sends an RST to the client so it sees ECONNRESET rather than a clean close. */
@@ -107,7 +134,7 @@ class Pair {
 
 export class TcpProxy {
   private readonly pairs = new Set<Pair>();
-  private readonly faults: Faults = { latencyMs: 0, blackholed: false, dropReplies: 0 };
+  private readonly faults: Faults = { latencyMs: 0, blackholed: false, dropReplies: 0, loseNextReply: false, lostReplies: 0 };
   private closing: Promise<void> | undefined;
 
   private constructor(
@@ -163,6 +190,22 @@ export class TcpProxy {
     this.faults.dropReplies = n;
   }
 
+  /**
+   * The reply to the next request that passes through (on whichever connection sends it) is
+   * lost after the server executed the request, and that connection is reset at that very
+   * moment: a lost reply as a client really meets it. (A reply skipped on a live stream, as
+   * dropNextReplies does, would make the client match every later reply to the wrong command.)
+   * Call with false to disarm if no request came.
+   */
+  loseNextReply(on = true): void {
+    this.faults.loseNextReply = on;
+  }
+
+  /** How many replies loseNextReply() has lost so far. */
+  get lostReplies(): number {
+    return this.faults.lostReplies;
+  }
+
   /** Abruptly destroys every current connection; clients see ECONNRESET / close. New ones still work. */
   resetConnections(): void {
     for (const pair of [...this.pairs]) pair.destroy(true);
@@ -185,7 +228,10 @@ export class TcpProxy {
       return;
     }
     const upstream = connect({ host: this.target.host, port: this.target.port });
-    const pair = new Pair(client, upstream, this.faults);
+    const pair = new Pair(client, upstream, this.faults, (lost) => {
+      lost.destroy(true);
+      this.pairs.delete(lost);
+    });
     this.pairs.add(pair);
     client.setNoDelay(true);
     upstream.setNoDelay(true);
