@@ -8,6 +8,8 @@ export { RedlockExplorer } from './redlock.explorer.js';
 export { LockPlanner, type LockPlan } from './lock-plan.js';
 export { LockConflictException } from './lock-conflict.exception.js';
 export { LockUnavailableException } from './lock-unavailable.exception.js';
+export { RedlockExceptionFilter } from './redlock-exception.filter.js';
+export { lockHttpException } from './lock-http-exception.js';
 export { RedlockConfigError } from './redlock-config.error.js';
 export { RedisConnections } from './redis-connections.js';
 export { DEFAULT_TTL_MS, REDLOCK_MODULE_OPTIONS, WITH_LOCK } from './redlock.constants.js';

@@ -1,4 +1,5 @@
 import { Inject, Injectable } from '@nestjs/common';
+import { Redlock } from './core/redlock.js';
 import { isObservable, Observable } from 'rxjs';
 import type { UsingOptions } from './core/redlock.js';
 import { compileLockKey, type CompiledLockKey } from './lock-key.js';
@@ -28,7 +29,10 @@ export interface LockPlan {
 export class LockPlanner {
   readonly #plans = new WeakMap<Function, LockPlan>();
 
-  constructor(@Inject(REDLOCK_SETTINGS) private readonly settings: RedlockSettings) {}
+  constructor(
+    @Inject(REDLOCK_SETTINGS) private readonly settings: RedlockSettings,
+    private readonly redlock: Redlock,
+  ) {}
 
   /** The plan of `method` as a member of `owner`, or undefined when it carries no `@WithLock`. */
   planFor(owner: Function, methodName: string, method: Function): LockPlan | undefined {
@@ -62,6 +66,8 @@ export class LockPlanner {
     if (typeof autoExtend !== 'boolean') {
       throw new RedlockConfigError(`@WithLock on ${site}: autoExtend must be a boolean`);
     }
+    // Planned at bootstrap (or first call): the restart quarantine must cover this ttl from now on.
+    this.redlock.expectTtl(ttlMs);
     // 'fail' is one round; 'wait' keeps the engine's retry settings, bounded by the wait timeout.
     const options: UsingOptions = onLocked === 'fail' ? { retryCount: 0, autoExtend } : { waitTimeoutMs, autoExtend };
     return { site, key, ttlMs, options, returnsObservable: isObservableType(returnType) };

@@ -8,11 +8,10 @@ import {
 } from '@nestjs/common';
 import { HttpAdapterHost, Reflector } from '@nestjs/core';
 import { throwError, type Observable } from 'rxjs';
-import { LockHeldError, QuorumUnreachableError, RedlockError } from './core/errors.js';
+import { RedlockError } from './core/errors.js';
 import { Redlock } from './core/redlock.js';
-import { LockConflictException } from './lock-conflict.exception.js';
+import { lockHttpException, setRetryAfter } from './lock-http-exception.js';
 import { LockPlanner, type LockPlan } from './lock-plan.js';
-import { LockUnavailableException } from './lock-unavailable.exception.js';
 import { observeLocked } from './locked-call.js';
 import type { RedlockSettings } from './module-settings.js';
 import { REDLOCK_SETTINGS, WITH_LOCK } from './redlock.constants.js';
@@ -64,21 +63,10 @@ export class RedlockInterceptor implements NestInterceptor {
    * another owner holds it, 503 when too few masters answered; anything else unchanged.
    */
   protected toHttpException(error: RedlockError, context: ExecutionContext): unknown {
-    if (error instanceof LockHeldError) {
-      const exception = LockConflictException.fromError(error);
-      this.setHeader(context, 'Retry-After', String(exception.retryAfterSeconds));
-      return exception;
-    }
-    if (error instanceof QuorumUnreachableError) return LockUnavailableException.fromError(error);
-    return error;
-  }
-
-  /** Sets a response header through the HTTP adapter, so it works on Express and Fastify alike. */
-  protected setHeader(context: ExecutionContext, name: string, value: string): void {
-    const response = context.switchToHttp().getResponse<{ setHeader?: (n: string, v: string) => void }>();
-    const adapter = this.adapterHost?.httpAdapter;
-    if (adapter) adapter.setHeader(response, name, value);
-    else response.setHeader?.(name, value);
+    const exception = lockHttpException(error);
+    if (!exception) return error;
+    setRetryAfter(exception, context.switchToHttp().getResponse(), this.adapterHost);
+    return exception;
   }
 
   private mapError(error: unknown, context: ExecutionContext): unknown {

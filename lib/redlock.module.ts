@@ -17,7 +17,10 @@ async function openConnections(settings: RedlockSettings): Promise<RedisConnecti
 
 async function createEngine(settings: RedlockSettings, connections: RedisConnections): Promise<Redlock> {
   try {
-    return new Redlock(connections.clients, settings.engine);
+    const engine = new Redlock(connections.clients, settings.engine);
+    // The restart quarantine's window must cover the app's locks from the first one on.
+    engine.expectTtl(settings.defaultTtlMs);
+    return engine;
   } catch (error) {
     await connections.close();
     throw error instanceof Error ? new RedlockConfigError(`RedlockModule: ${error.message}`) : error;

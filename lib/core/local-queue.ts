@@ -5,24 +5,27 @@
  * released cannot block the queue.
  */
 export class LocalQueue {
-  readonly #lines = new Map<string, Array<() => void>>();
+  readonly #lines = new Map<string, Array<(predecessorFoundNoQuorum: boolean) => void>>();
 
   /** True when someone is at the head of `key`'s line already (a caller would have to wait). */
   busy(key: string): boolean {
     return this.#lines.has(key);
   }
 
-  /** Resolves when the caller is at the head of `key`'s line; `leave` must follow, always. */
-  async join(key: string, signal?: AbortSignal): Promise<void> {
+  /**
+   * Resolves when the caller is at the head of `key`'s line, with whether the caller before it
+   * gave up because too few masters answered; `leave` must follow, always.
+   */
+  async join(key: string, signal?: AbortSignal): Promise<boolean> {
     const line = this.#lines.get(key);
     if (!line) {
       this.#lines.set(key, []);
-      return;
+      return false;
     }
-    await new Promise<void>((resolve, reject) => {
-      const turn = () => {
+    return new Promise<boolean>((resolve, reject) => {
+      const turn = (predecessorFoundNoQuorum: boolean) => {
         signal?.removeEventListener('abort', onAbort);
-        resolve();
+        resolve(predecessorFoundNoQuorum);
       };
       const onAbort = () => {
         const index = line.indexOf(turn);
@@ -34,12 +37,15 @@ export class LocalQueue {
     });
   }
 
-  /** The head is done (holds the lock or gave up): the next waiter's turn. */
-  leave(key: string): void {
+  /**
+   * The head is done (holds the lock or gave up): the next waiter's turn. It is told when the
+   * head gave up for want of a quorum, so a line of callers learns of an outage in one round each.
+   */
+  leave(key: string, foundNoQuorum = false): void {
     const line = this.#lines.get(key);
     if (!line) return;
     const next = line.shift();
-    if (next) next();
+    if (next) next(foundNoQuorum);
     else this.#lines.delete(key);
   }
 }

@@ -127,10 +127,12 @@ export class Redlock extends EventEmitter implements LockEngine {
     const giveUpAt = monotonicNow() + wait.waitTimeoutMs;
     const line = keys.join('\n');
 
-    await this.#joinLocalLine(line, list, options.signal, queues ? wait.waitTimeoutMs : 0);
+    const predecessorFoundNoQuorum = await this.#joinLocalLine(line, list, options.signal, queues ? wait.waitTimeoutMs : 0);
     const waiter = new Waiter(queues, this.#wakeups, keys, wait, options.signal);
     let attempt = 0;
-    let unreachableRounds = 0;
+    // Behind a caller that just found no quorum, one round is enough to confirm the outage.
+    let unreachableRounds = predecessorFoundNoQuorum ? UNREACHABLE_RETRIES : 0;
+    let foundNoQuorum = false;
     try {
       for (;;) {
         attempt++;
@@ -142,6 +144,7 @@ export class Redlock extends EventEmitter implements LockEngine {
         const retryable = result.retryable || unreachableRounds <= UNREACHABLE_RETRIES;
         if (!retryable || attempt > wait.retryCount || left <= 0) {
           this.#leaveQueues(list, waiter);
+          foundNoQuorum = !retryable;
           throw result.error;
         }
         try {
@@ -153,16 +156,16 @@ export class Redlock extends EventEmitter implements LockEngine {
       }
     } finally {
       waiter.close();
-      this.#localQueue.leave(line);
+      this.#localQueue.leave(line, foundNoQuorum);
     }
   }
 
   /** Waits behind this process's earlier callers for the same resources, within the wait budget. */
-  async #joinLocalLine(line: string, resources: string[], signal: AbortSignal | undefined, budgetMs: number): Promise<void> {
+  async #joinLocalLine(line: string, resources: string[], signal: AbortSignal | undefined, budgetMs: number): Promise<boolean> {
     if (!this.#localQueue.busy(line)) return this.#localQueue.join(line); // the common case: no timer
     const deadline = AbortSignal.timeout(Math.max(1, budgetMs));
     try {
-      await this.#localQueue.join(line, signal ? AbortSignal.any([signal, deadline]) : deadline);
+      return await this.#localQueue.join(line, signal ? AbortSignal.any([signal, deadline]) : deadline);
     } catch {
       if (signal?.aborted) throw new AcquireAbortedError(resources, signal.reason);
       throw new LockHeldError(resources, [], 0, undefined);
@@ -214,6 +217,14 @@ export class Redlock extends EventEmitter implements LockEngine {
     const stop = options.autoExtend === false ? undefined : autoExtend(lock, ttlMs);
     const signal = outer ? AbortSignal.any([outer.signal, lock.signal]) : lock.signal;
     return new LockSession(this, lock, signal, false, stop);
+  }
+
+  /**
+   * Tells the restart quarantine about a ttl the application will use, so that its window
+   * covers such locks from the start rather than from the first one taken.
+   */
+  expectTtl(ttlMs: number): void {
+    this.#quarantine?.observeTtl(checkTtl('ttlMs', ttlMs));
   }
 
   /** Locks acquired through this instance, not released and still valid. */

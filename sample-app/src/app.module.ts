@@ -1,9 +1,8 @@
 import { type MiddlewareConsumer, Module, type NestModule } from '@nestjs/common';
 import { ConfigModule, ConfigService } from '@nestjs/config';
 import { APP_FILTER } from '@nestjs/core';
-import { RedlockModule } from 'nestjs-redlock';
+import { RedlockExceptionFilter, RedlockModule } from 'nestjs-redlock';
 import { IdleConnectionCloser } from './common/idle-connection-closer.js';
-import { LockErrorFilter } from './common/lock-error.filter.js';
 import { RequestTimingMiddleware } from './common/request-timing.js';
 import { configuration, type SampleConfig } from './config/configuration.js';
 import { redlockOptions } from './config/redlock-options.js';
@@ -26,7 +25,7 @@ import { WalletModule } from './wallet/wallet.module.js';
     ReconcileModule,
   ],
   controllers: [HealthController],
-  providers: [{ provide: APP_FILTER, useClass: LockErrorFilter }, IdleConnectionCloser],
+  providers: [{ provide: APP_FILTER, useClass: RedlockExceptionFilter }, IdleConnectionCloser],
 })
 export class AppModule implements NestModule {
   configure(consumer: MiddlewareConsumer): void {

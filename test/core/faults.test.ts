@@ -65,6 +65,23 @@ describe('a majority of masters down', () => {
     await expect(redlock.tryAcquire('majority', 2_000)).rejects.toBeInstanceOf(QuorumUnreachableError);
   });
 
+  it('tells a line of local waiters about the outage in one round each', async () => {
+    await Promise.all([fleet.kill(0), fleet.kill(1), fleet.kill(2)]);
+    const alive = [clients[3]!, clients[4]!];
+    await Promise.all(alive.map((c) => c.config('RESETSTAT')));
+    const waiters = Array.from({ length: 20 }, () => redlock.acquire('outage', 2_000, { waitTimeoutMs: 600_000 }).catch((e) => e));
+    const errors = await Promise.all(waiters);
+    expect(errors.every((e) => e instanceof QuorumUnreachableError)).toBe(true);
+    // The head of the line tries three rounds (a blip is worth two retries), each waiter behind it
+    // one; every round is an acquire plus the cleanup release on each live master.
+    for (const client of alive) {
+      const stats = await client.info('commandstats');
+      const calls = [...stats.matchAll(/^cmdstat_eval(?:sha)?:calls=(\d+)/gm)].reduce((sum, m) => sum + Number(m[1]), 0);
+      const nosc = Number(/^errorstat_NOSCRIPT:count=(\d+)/m.exec(await client.info('errorstats'))?.[1] ?? 0);
+      expect(calls - nosc).toBe(2 * (3 + 19));
+    }
+  });
+
   it('is live again once the masters come back', async () => {
     await Promise.all([fleet.kill(0), fleet.kill(1), fleet.kill(2)]);
     await expect(redlock.acquire('comeback', 2_000)).rejects.toBeInstanceOf(QuorumUnreachableError);
