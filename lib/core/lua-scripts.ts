@@ -40,9 +40,11 @@ for i = 1, n do
 end
 local queued = false
 local now
+local queues = {}
 for i = 1, n do
   local q = KEYS[n + i]
-  if redis.call('EXISTS', q) == 1 then
+  queues[i] = redis.call('EXISTS', q) == 1
+  if queues[i] then
     if not now then
       local t = redis.call('TIME')
       now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -81,7 +83,7 @@ end
 local fence = 0
 for i = 1, n do
   redis.call('SET', KEYS[i], ARGV[1], 'PX', ARGV[2])
-  if me ~= '' then redis.call('HDEL', KEYS[n + i], me) end
+  if queues[i] and me ~= '' then redis.call('HDEL', KEYS[n + i], me) end
   if #KEYS > 2 * n then
     local counter = tonumber(redis.call('GET', KEYS[2 * n + i]) or '0')
     if counter and counter > fence then fence = counter end
@@ -130,8 +132,9 @@ return 1`,
  * Compare-and-delete per key: never deletes a key another owner holds, so releasing a lock
  * that expired and was taken over is harmless. Idempotent, so it is safe to repeat when a
  * reply was lost. Also drops the holder's own queue entry (left on masters that refused it in
- * the winning round), then publishes on the lock key's name the id of the first live waiter
- * (empty when none), so that waiter, and only it, retries at once.
+ * the winning round), then, when anyone queues for the lock, publishes on the lock key's name
+ * the id of the first live waiter ('' when all entries died), so that waiter, and only it,
+ * retries at once.
  * Returns how many keys were deleted.
  * KEYS: n lock keys, n queue keys. ARGV: token, the holder's waiter id ('' for none).
  */
@@ -146,7 +149,8 @@ for i = 1, n do
   if redis.call('GET', KEYS[i]) == ARGV[1] then
     redis.call('DEL', KEYS[i])
     deleted = deleted + 1
-    local head, headTicket = '', nil
+    -- Nobody sleeps on this lock unless it is queued here: no queue, no message.
+    local head, headTicket = nil, nil
     if redis.call('EXISTS', q) == 1 then
       if not now then
         local t = redis.call('TIME')
@@ -162,8 +166,8 @@ for i = 1, n do
           head, headTicket = entries[j], t
         end
       end
+      redis.call('PUBLISH', KEYS[i], head or '')
     end
-    redis.call('PUBLISH', KEYS[i], head)
   end
 end
 return deleted`,

@@ -21,8 +21,8 @@ export interface RoundResult {
   readonly granted: number;
   /** Nodes that answered that the key is not ours. */
   readonly refused: number;
-  /** Per node, settles (never rejects) once that node's request has finished, even after the decision. */
-  readonly landed: readonly Promise<void>[];
+  /** Per node, the request itself: still running after the decision for stragglers. */
+  readonly requests: readonly Promise<unknown>[];
 }
 
 /**
@@ -42,7 +42,7 @@ export function runRound(
   let granted = 0;
   let refused = 0;
   let answered = 0;
-  const landed: Promise<void>[] = [];
+  const requests: Promise<unknown>[] = [];
 
   return new Promise<RoundResult>((resolve) => {
     let settled = false;
@@ -50,7 +50,7 @@ export function runRound(
       if (settled) return;
       settled = true;
       clearTimeout(timer);
-      resolve({ outcomes, granted, refused, landed });
+      resolve({ outcomes, granted, refused, requests });
     };
     const decided = () =>
       answered === total ||
@@ -69,7 +69,7 @@ export function runRound(
     nodes.forEach((node, index) => {
       const outcome = outcomes[index]!;
       const request = send(node, index);
-      landed.push(request.then(noop, noop));
+      requests.push(request);
       request.then(
         (reply) => {
           if (outcome.status !== 'pending') return; // too late: already counted as timed out
@@ -91,6 +91,16 @@ export function runRound(
       );
     });
   });
+}
+
+/**
+ * Settles once node `index`'s request of `round` has finished, or undefined when it already
+ * has: what a later request on that node must wait for so as not to overtake it.
+ */
+export function inFlight(round: RoundResult | undefined, index: number): Promise<void> | undefined {
+  const status = round?.outcomes[index]?.status;
+  if (status !== 'pending' && status !== 'timeout') return undefined;
+  return round!.requests[index]!.then(noop, noop);
 }
 
 function noop(): void {}

@@ -16,7 +16,7 @@ import { Lock, type LockEngine, type ReleaseResult } from './lock.js';
 import { currentScope, LockSession } from './lock-session.js';
 import { nextFence } from './fence.js';
 import { ACQUIRE_SCRIPT, EXTEND_SCRIPT, FENCE_SCRIPT, RELEASE_SCRIPT, type LuaScript } from './lua-scripts.js';
-import { runRound, type RoundReply, type RoundResult } from './quorum-round.js';
+import { inFlight, runRound, type RoundReply, type RoundResult } from './quorum-round.js';
 import { RedisNode } from './redis-node.js';
 import { LocalQueue } from './local-queue.js';
 import { ReleaseWakeups } from './release-wakeups.js';
@@ -79,7 +79,7 @@ export class Redlock extends EventEmitter implements LockEngine {
    * Per lock: when each master's acquire request finished (a release must not overtake it), and
    * the waiter id it queued under (its release clears that entry everywhere).
    */
-  readonly #acquisitions = new WeakMap<Lock, { landed: readonly Promise<void>[]; waiterId: string }>();
+  readonly #acquisitions = new WeakMap<Lock, { round: RoundResult; waiter: Waiter }>();
   readonly #quarantine: RestartQuarantine | undefined;
   readonly #wakeups: ReleaseWakeups | undefined;
   readonly #localQueue = new LocalQueue();
@@ -282,7 +282,10 @@ export class Redlock extends EventEmitter implements LockEngine {
   async releaseLock(lock: Lock): Promise<ReleaseResult> {
     this.#held.delete(lock);
     const acquisition = this.#acquisitions.get(lock);
-    const round = await this.releaseKeys(lock.resources, lock.keys, lock.token, lock.ttlMs, acquisition?.landed, acquisition?.waiterId);
+    // A master that refused us, in an earlier round or even as a straggler of the winning one
+    // (outcomes keep landing), holds a queue entry of ours that would stand ahead of others.
+    const enlisted = acquisition && (acquisition.waiter.enlisted || acquisition.round.outcomes.some((o) => o.status === 'refused'));
+    const round = await this.releaseKeys(lock.resources, lock.keys, lock.token, lock.ttlMs, acquisition?.round, enlisted ? acquisition.waiter.id : '');
     return { releasedOn: round.granted, heldUntilRelease: round.granted >= this.quorum, nodes: round.outcomes };
   }
 
@@ -300,6 +303,7 @@ export class Redlock extends EventEmitter implements LockEngine {
     const args = [token, ttlMs, keys.length, waiter.id, waiter.ticket, QUEUE_ENTRY_STAY_MS];
     const start = monotonicNow();
     let round = await this.round(ttlMs, false, interpretAcquire, this.vote(ACQUIRE_SCRIPT, scriptKeys, args));
+    if (round.refused > 0) waiter.enlisted = true; // a refusing master queued us
     let fence: number | undefined;
     if (fencing && round.granted >= this.quorum && validityLeftMs(ttlMs, start, monotonicNow(), this.options.driftFactor) > 0) {
       // Spec section 6: max of what the granting quorum read, plus one, written back to a
@@ -316,12 +320,12 @@ export class Redlock extends EventEmitter implements LockEngine {
       const lock = new Lock(this, resources, keys, token, ttlMs, end + left, fence);
       this.#held.add(lock);
       if (this.#held.size >= this.#pruneHeldAt) this.#pruneHeld();
-      this.#acquisitions.set(lock, { landed: round.landed, waiterId: waiter.id });
+      this.#acquisitions.set(lock, { round, waiter });
       return { lock };
     }
     // Timed-out requests may still be applied, and a late grant may land on any node: clean
     // everywhere, each node only after its acquire has finished (see releaseKeys).
-    await this.releaseKeys(resources, keys, token, ttlMs, round.landed);
+    await this.releaseKeys(resources, keys, token, ttlMs, round);
     return this.classify(resources, round, left, attempt);
   }
 
@@ -368,14 +372,14 @@ export class Redlock extends EventEmitter implements LockEngine {
     keys: readonly string[],
     token: string,
     ttlMs: number,
-    acquireLanded?: readonly Promise<void>[],
+    acquireRound?: RoundResult,
     waiterId = '',
   ): Promise<RoundResult> {
     const scriptKeys = [...keys, ...this.queueKeys(resources)];
     const release = (node: RedisNode) => node.run(RELEASE_SCRIPT, scriptKeys, [token, waiterId]);
     return this.round(ttlMs, true, grantedIfPositive, (node, index) => {
-      const landed = acquireLanded?.[index];
-      return landed ? landed.then(() => release(node)) : release(node);
+      const pending = inFlight(acquireRound, index);
+      return pending ? pending.then(() => release(node)) : release(node);
     });
   }
 

@@ -18,6 +18,8 @@ export class Waiter {
   readonly id: string;
   /** Chosen once, sent to every master, so all masters order waiters alike. */
   readonly ticket: number;
+  /** Refused at least once, so the masters may hold a queue entry of ours that a release must clear. */
+  enlisted = false;
   #woken = false;
   #wake: (() => void) | undefined;
   #stopListening: (() => void) | undefined;
