@@ -7,6 +7,11 @@
 export class LocalQueue {
   readonly #lines = new Map<string, Array<(predecessorFoundNoQuorum: boolean) => void>>();
 
+  /** How many callers wait behind the head of `key`'s line. */
+  waiting(key: string): number {
+    return this.#lines.get(key)?.length ?? 0;
+  }
+
   /** True when someone is at the head of `key`'s line already (a caller would have to wait). */
   busy(key: string): boolean {
     return this.#lines.has(key);

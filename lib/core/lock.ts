@@ -8,6 +8,11 @@ export interface ReleaseResult {
   readonly releasedOn: number;
   /** True when a quorum still held our token at release, i.e. the lock had not been lost. */
   readonly heldUntilRelease: boolean;
+  /**
+   * True when the keys went straight to another caller of this process waiting for the same
+   * resources (no round trip; the masters were not asked, so `nodes` is empty).
+   */
+  readonly handedOver?: boolean;
   readonly nodes: readonly NodeOutcome[];
 }
 

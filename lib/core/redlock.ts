@@ -61,6 +61,13 @@ const QUEUE_ENTRY_STAY_MS = 1_000;
  * about a second instead of waiting out their whole budget.
  */
 const UNREACHABLE_RETRIES = 2;
+/**
+ * At most this many times in a row may a lock pass between callers of one process before a real
+ * release gives the other processes their turn (fewer when fewer were in line): a process's
+ * waiters are served as one batch, which keeps each waiter's wait near that of a perfect queue
+ * while most hand-overs cost nothing.
+ */
+const HAND_OVER_BATCH = 8;
 
 /**
  * The Redlock algorithm over N independent Redis masters: a lock is held when a majority
@@ -83,6 +90,16 @@ export class Redlock extends EventEmitter implements LockEngine {
   readonly #quarantine: RestartQuarantine | undefined;
   readonly #wakeups: ReleaseWakeups | undefined;
   readonly #localQueue = new LocalQueue();
+  /** Per line of local callers: the head, while it sleeps waiting for the lock. */
+  readonly #sleepingHeads = new Map<string, Waiter>();
+  /**
+   * Per line: how many times in a row the lock went from caller to caller inside this process,
+   * and how many it may: the callers already in line when the streak began, so that nobody is
+   * served twice in one streak while other processes wait.
+   */
+  readonly #handOvers = new Map<string, { count: number; limit: number }>();
+  /** Per line: the lock a caller of this process holds, so the next one need not ask the masters. */
+  readonly #localHolders = new Map<string, Lock>();
 
   constructor(clients: Redis | readonly Redis[], options: RedlockOptions = {}) {
     super();
@@ -137,6 +154,19 @@ export class Redlock extends EventEmitter implements LockEngine {
       for (;;) {
         attempt++;
         if (options.signal?.aborted) throw new AcquireAbortedError(list, options.signal.reason);
+        const holder = this.#localHolders.get(line);
+        if (attempt === 1 && queues && !fencing && holder && holder.remainingMs() > 0) {
+          // Held in this process: asking the masters would only be refused. Wait for the holder.
+          this.#sleepingHeads.set(line, waiter);
+          try {
+            await waiter.standBy(Math.min(giveUpAt - monotonicNow(), holder.remainingMs()));
+          } catch {
+            throw new AcquireAbortedError(list, options.signal?.reason);
+          } finally {
+            if (this.#sleepingHeads.get(line) === waiter) this.#sleepingHeads.delete(line);
+          }
+          if (waiter.handed) return waiter.handed;
+        }
         const result = await this.attempt(list, keys, ttlMs, attempt, fencing, waiter);
         if ('lock' in result) return result.lock;
         const left = giveUpAt - monotonicNow();
@@ -147,12 +177,17 @@ export class Redlock extends EventEmitter implements LockEngine {
           foundNoQuorum = !retryable;
           throw result.error;
         }
+        // Asleep, this head can be handed the lock by a caller of this process releasing it.
+        if (!fencing && queues) this.#sleepingHeads.set(line, waiter);
         try {
           await waiter.pause(result.error, left);
         } catch {
           this.#leaveQueues(list, waiter);
           throw new AcquireAbortedError(list, options.signal?.reason);
+        } finally {
+          if (this.#sleepingHeads.get(line) === waiter) this.#sleepingHeads.delete(line);
         }
+        if (waiter.handed) return waiter.handed;
       }
     } finally {
       waiter.close();
@@ -282,10 +317,16 @@ export class Redlock extends EventEmitter implements LockEngine {
   async releaseLock(lock: Lock): Promise<ReleaseResult> {
     this.#held.delete(lock);
     const acquisition = this.#acquisitions.get(lock);
-    // A master that refused us, in an earlier round or even as a straggler of the winning one
-    // (outcomes keep landing), holds a queue entry of ours that would stand ahead of others.
-    const enlisted = acquisition && (acquisition.waiter.enlisted || acquisition.round.outcomes.some((o) => o.status === 'refused'));
-    const round = await this.releaseKeys(lock.resources, lock.keys, lock.token, lock.ttlMs, acquisition?.round, enlisted ? acquisition.waiter.id : '');
+    if (acquisition && this.#handOver(lock, acquisition)) {
+      return { releasedOn: 0, heldUntilRelease: true, nodes: [], handedOver: true };
+    }
+    const line = lock.keys.join('\n');
+    this.#handOvers.delete(line);
+    if (this.#localHolders.get(line) === lock) this.#localHolders.delete(line);
+    const waiterId = acquisition && enlisted(acquisition) ? acquisition.waiter.id : '';
+    const round = await this.releaseKeys(lock.resources, lock.keys, lock.token, lock.ttlMs, acquisition?.round, waiterId);
+    // The next caller of this process may be standing by without a place in the masters' queue.
+    this.#sleepingHeads.get(line)?.wakeNow();
     return { releasedOn: round.granted, heldUntilRelease: round.granted >= this.quorum, nodes: round.outcomes };
   }
 
@@ -319,6 +360,7 @@ export class Redlock extends EventEmitter implements LockEngine {
     if (round.granted >= this.quorum && left > 0) {
       const lock = new Lock(this, resources, keys, token, ttlMs, end + left, fence);
       this.#held.add(lock);
+      this.#localHolders.set(keys.join('\n'), lock);
       if (this.#held.size >= this.#pruneHeldAt) this.#pruneHeld();
       this.#acquisitions.set(lock, { round, waiter });
       return { lock };
@@ -353,6 +395,31 @@ export class Redlock extends EventEmitter implements LockEngine {
     );
     const refusedBy = refusals.map((o) => o.node);
     return { error: new LockHeldError(resources, refusedBy, attempt, retryAfter), retryable: true };
+  }
+
+  /**
+   * Passes a released lock straight to the next caller of this process waiting for the same
+   * resources, while it still has half its ttl: the keys stay ours throughout, so no other
+   * process can slip in, and the waiter skips a release, a wake-up and an acquire round. Not
+   * for fenced locks (each holder needs a larger fence), and at most HAND_OVER_BATCH times in a
+   * row, after which a real release lets the masters' queue serve other processes.
+   */
+  #handOver(lock: Lock, acquisition: { round: RoundResult; waiter: Waiter }): boolean {
+    const line = lock.keys.join('\n');
+    const next = this.#sleepingHeads.get(line);
+    const streak = this.#handOvers.get(line) ?? { count: 0, limit: Math.min(HAND_OVER_BATCH, 1 + this.#localQueue.waiting(line)) };
+    const remaining = lock.remainingMs();
+    if (!next || lock.fence !== undefined || streak.count >= streak.limit || remaining < lock.ttlMs / 2) return false;
+    const handed = new Lock(this, lock.resources, lock.keys, lock.token, lock.ttlMs, monotonicNow() + remaining);
+    if (!next.offer(handed)) return false;
+    this.#sleepingHeads.delete(line);
+    this.#handOvers.set(line, { count: streak.count + 1, limit: streak.limit });
+    this.#held.add(handed);
+    this.#localHolders.set(line, handed);
+    // The new holder's queue entries are cleared by its own release; the old holder's, now.
+    if (enlisted(acquisition)) this.#leaveQueues(lock.resources, acquisition.waiter);
+    this.#acquisitions.set(handed, { round: acquisition.round, waiter: next });
+    return true;
   }
 
   /** Forgets locks that expired without a release (lost ones), at amortised O(1) per acquire. */
@@ -412,6 +479,16 @@ export class Redlock extends EventEmitter implements LockEngine {
     );
     this.emit('quarantine', notice);
   }
+}
+
+/**
+ * Whether a master may hold a queue entry of the lock's waiter: one refused it in an earlier
+ * round, or in the winning one, or may still do so (a straggler whose outcome has not landed
+ * refuses after the decision). Such an entry would stand ahead of the other waiters until
+ * cleared; only when every master is known to have granted is there certainly none.
+ */
+function enlisted(acquisition: { round: RoundResult; waiter: Waiter }): boolean {
+  return acquisition.waiter.enlisted || acquisition.round.outcomes.some((o) => o.status !== 'granted');
 }
 
 function defaultNodeTimeout(ttlMs: number): number {

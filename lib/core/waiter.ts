@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { LockHeldError, type RedlockError } from './errors.js';
 import type { WaitOptions } from './redlock-options.js';
+import type { Lock } from './lock.js';
 import type { ReleaseWakeups } from './release-wakeups.js';
 
 const PROCESS_ID = randomBytes(9).toString('base64url');
@@ -20,6 +21,8 @@ export class Waiter {
   readonly ticket: number;
   /** Refused at least once, so the masters may hold a queue entry of ours that a release must clear. */
   enlisted = false;
+  #handed: Lock | undefined;
+  #sleeping = false;
   #woken = false;
   #wake: (() => void) | undefined;
   #stopListening: (() => void) | undefined;
@@ -59,6 +62,38 @@ export class Waiter {
     await this.#sleepUntilWoken(Math.min(leftMs, fallback));
   }
 
+  /**
+   * Sleeps without asking the masters, while a caller of this process holds the lock: it will
+   * hand the lock over or wake this waiter when it releases; `ms` bounds the wait in case it
+   * never does (a lock that is lost and never released).
+   */
+  async standBy(ms: number): Promise<void> {
+    await this.#sleepUntilWoken(ms);
+  }
+
+  /** Ends a sleep at once: the lock was just released by a caller of this process. */
+  wakeNow(): void {
+    this.#woken = true;
+    this.#wake?.();
+  }
+
+  /** A lock another caller of this process handed over while we slept, if any. */
+  get handed(): Lock | undefined {
+    return this.#handed;
+  }
+
+  /**
+   * Takes over a lock released by a caller of this process, for the same resources, while this
+   * waiter sleeps for its turn: false when it is not asleep (then the lock is released as usual).
+   */
+  offer(lock: Lock): boolean {
+    if (!this.#sleeping || this.#handed || this.signal?.aborted) return false;
+    this.#handed = lock;
+    this.#woken = true;
+    this.#wake?.();
+    return true;
+  }
+
   close(): void {
     this.#stopListening?.();
   }
@@ -68,11 +103,14 @@ export class Waiter {
       const controller = new AbortController();
       const signal = this.signal ? AbortSignal.any([this.signal, controller.signal]) : controller.signal;
       this.#wake = () => controller.abort();
+      this.#sleeping = true;
       try {
         await sleep(ms, undefined, { signal });
       } catch (error) {
-        if (this.signal?.aborted) throw error;
+        // A lock handed over just as the caller gave up is still ours to release: keep it.
+        if (this.signal?.aborted && !this.#handed) throw error;
       } finally {
+        this.#sleeping = false;
         this.#wake = undefined;
       }
     }

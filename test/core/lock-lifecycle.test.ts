@@ -91,7 +91,9 @@ describe('extend', () => {
     // Far beyond the 1 s it was taken for; how far exactly depends on the machine's load.
     expect(lock.remainingMs()).toBeGreaterThan(10_000);
     expect(lock.ttlMs).toBe(20_000);
-    for (const pttl of await Promise.all(clients.map((c) => c.pttl('redlock:extend')))) expect(pttl).toBeGreaterThan(10_000);
+    // Decided at a quorum: the last master may still be applying it.
+    const pttls = await Promise.all(clients.map((c) => c.pttl('redlock:extend')));
+    expect(pttls.filter((pttl) => pttl > 10_000).length).toBeGreaterThanOrEqual(2);
     await lock.release();
   });
 
@@ -158,7 +160,8 @@ describe('acquire and tryAcquire', () => {
 
   it('gives up after the wait budget with the held error', async () => {
     const holder = await redlock.acquire('budget', 5_000);
-    const error = await redlock.acquire('budget', 5_000, { waitTimeoutMs: 150 }).catch((e) => e);
+    const otherProcess = new Redlock(clients, FRESH_FLEET);
+    const error = await otherProcess.acquire('budget', 5_000, { waitTimeoutMs: 150 }).catch((e) => e);
     expect(error).toBeInstanceOf(LockHeldError);
     expect(error.attempts).toBeGreaterThan(1);
     await holder.release();

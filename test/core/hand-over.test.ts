@@ -1,0 +1,118 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Redlock } from '../../lib/index.js';
+import { connectMasters, disconnectAll, FRESH_FLEET, keysOn } from '../support/masters.js';
+import { RedisFleet } from '../support/redis-fleet.js';
+
+let fleet: RedisFleet;
+const opened: Redis[] = [];
+
+beforeAll(async () => {
+  fleet = await RedisFleet.start(3);
+});
+
+afterAll(async () => {
+  disconnectAll(opened);
+  await fleet?.stopAll();
+});
+
+/** An engine with connections of its own: a separate process, as far as the masters can tell. */
+async function engine(): Promise<Redlock> {
+  const clients = await connectMasters(fleet.urls());
+  opened.push(...clients);
+  return new Redlock(clients, FRESH_FLEET);
+}
+
+interface Hold {
+  engine: number;
+  handedOver: boolean;
+}
+
+/** Workers of each engine take `resource` in a loop; returns every hold in the order it began. */
+async function contend(engines: Redlock[], resource: string, workers: number, cycles: number): Promise<Hold[]> {
+  const holds: Hold[] = [];
+  let inside = 0;
+  await Promise.all(
+    engines.flatMap((redlock, index) =>
+      Array.from({ length: workers }, async () => {
+        for (let i = 0; i < cycles; i++) {
+          const lock = await redlock.acquire(resource, 5_000, { waitTimeoutMs: 60_000 });
+          inside++;
+          expect(inside).toBe(1);
+          const hold: Hold = { engine: index, handedOver: false };
+          holds.push(hold);
+          await sleep(1);
+          inside--;
+          hold.handedOver = (await lock.release()).handedOver === true;
+        }
+      }),
+    ),
+  );
+  return holds;
+}
+
+describe('hand-over between callers of one process', () => {
+  it('passes the held keys straight to the next local waiter, and still releases them in the end', async () => {
+    const redlock = await engine();
+    const holds = await contend([redlock], 'local', 4, 15);
+    expect(holds).toHaveLength(60);
+    // Most releases find the next caller asleep in line; without hand-over there would be none.
+    expect(holds.filter((h) => h.handedOver).length).toBeGreaterThan(20);
+    expect((await keysOn(opened.slice(-3), 'redlock:*')).flat()).toEqual([]);
+  });
+
+  it('hands over at most 8 times in a row, then really releases', async () => {
+    const redlock = await engine();
+    const holds = await contend([redlock], 'streak', 4, 15);
+    let streak = 0;
+    let longest = 0;
+    for (const hold of holds) {
+      streak = hold.handedOver ? streak + 1 : 0;
+      longest = Math.max(longest, streak);
+    }
+    expect(longest).toBeLessThanOrEqual(8);
+    expect(longest).toBeGreaterThan(0);
+  });
+
+  it('keeps other processes served: no process holds the lock for long runs while others wait', async () => {
+    const engines = await Promise.all([engine(), engine(), engine()]);
+    const holds = await contend(engines, 'shared', 3, 12);
+    const perEngine = engines.map((_, i) => holds.filter((h) => h.engine === i).length);
+    expect(perEngine).toEqual([36, 36, 36]);
+    // The longest run of holds by one engine while the others still had work to do.
+    let longest = 0;
+    let run = 0;
+    let last = -1;
+    const left = [...perEngine];
+    for (const hold of holds) {
+      run = hold.engine === last ? run + 1 : 1;
+      last = hold.engine;
+      left[hold.engine]!--;
+      const othersWaiting = left.some((n, i) => i !== hold.engine && n > 0);
+      if (othersWaiting) longest = Math.max(longest, run);
+    }
+    // One acquire plus at most 8 hand-overs, then a real release serves the masters' queue; the
+    // slack covers a moment when no other engine had a waiter enlisted yet. Without the batch
+    // limit one engine would keep the lock until its workers ran out (36 holds).
+    expect(longest).toBeLessThanOrEqual(9 * 2);
+    expect(holds.filter((h) => h.handedOver).length).toBeGreaterThan(0);
+  });
+
+  it('never hands over a fenced lock: each holder gets a larger fence', async () => {
+    const redlock = await engine();
+    const fences: number[] = [];
+    await Promise.all(
+      Array.from({ length: 3 }, async () => {
+        for (let i = 0; i < 5; i++) {
+          const lock = await redlock.acquire('fenced-line', 5_000, { fencing: true, waitTimeoutMs: 60_000 });
+          fences.push(lock.fence!);
+          await sleep(1);
+          expect((await lock.release()).handedOver).not.toBe(true);
+        }
+      }),
+    );
+    expect(fences).toEqual([...fences].sort((a, b) => a - b));
+    expect(new Set(fences).size).toBe(15);
+  });
+});
