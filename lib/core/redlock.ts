@@ -144,7 +144,9 @@ export class Redlock extends EventEmitter implements LockEngine {
     const giveUpAt = monotonicNow() + wait.waitTimeoutMs;
     const line = keys.join('\n');
 
-    const predecessorFoundNoQuorum = await this.#joinLocalLine(line, list, options.signal, queues ? wait.waitTimeoutMs : 0);
+    // A caller that will not wait (tryAcquire, retryCount 0) does not wait in line either.
+    const waits = queues && wait.retryCount > 0;
+    const predecessorFoundNoQuorum = await this.#joinLocalLine(line, list, options.signal, waits ? wait.waitTimeoutMs : 0);
     const waiter = new Waiter(queues, this.#wakeups, keys, wait, options.signal);
     let attempt = 0;
     // Behind a caller that just found no quorum, one round is enough to confirm the outage.
@@ -155,7 +157,7 @@ export class Redlock extends EventEmitter implements LockEngine {
         attempt++;
         if (options.signal?.aborted) throw new AcquireAbortedError(list, options.signal.reason);
         const holder = this.#localHolders.get(line);
-        if (attempt === 1 && queues && !fencing && holder && holder.remainingMs() > 0) {
+        if (attempt === 1 && waits && !fencing && holder && holder.remainingMs() > 0) {
           // Held in this process: asking the masters would only be refused. Wait for the holder.
           this.#sleepingHeads.set(line, waiter);
           try {

@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Redlock } from '../../lib/index.js';
+import { LockHeldError, Redlock } from '../../lib/index.js';
 import { connectMasters, disconnectAll, FRESH_FLEET, keysOn } from '../support/masters.js';
 import { RedisFleet } from '../support/redis-fleet.js';
 
@@ -97,6 +97,15 @@ describe('hand-over between callers of one process', () => {
     // limit one engine would keep the lock until its workers ran out (36 holds).
     expect(longest).toBeLessThanOrEqual(9 * 2);
     expect(holds.filter((h) => h.handedOver).length).toBeGreaterThan(0);
+  });
+
+  it('does not make a caller who will not wait stand by behind a holder of its own process', async () => {
+    const redlock = await engine();
+    const holder = await redlock.acquire('no-wait', 60_000);
+    // Standing by would last the holder's 60 s, far past this test's timeout.
+    await expect(redlock.acquire('no-wait', 5_000, { retryCount: 0, waitTimeoutMs: 60_000 })).rejects.toBeInstanceOf(LockHeldError);
+    expect(await redlock.tryAcquire('no-wait', 5_000)).toBeNull();
+    await holder.release();
   });
 
   it('never hands over a fenced lock: each holder gets a larger fence', async () => {
