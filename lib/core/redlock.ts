@@ -109,6 +109,9 @@ export class Redlock extends EventEmitter implements LockEngine {
       this.#quarantine = new RestartQuarantine(window, (notice) => this.#onQuarantine(notice));
     }
     this.nodes = toNodes(clients);
+    // Ask every master who it is now, so the first acquire does not pay that round trip; a
+    // master that cannot answer yet is asked again at its first vote.
+    for (const node of this.nodes) this.#quarantine?.admit(node)?.catch(() => {});
     if (this.options.wakeups) this.#wakeups = new ReleaseWakeups(this.nodes);
     this.quorum = Math.floor(this.nodes.length / 2) + 1;
     if (this.nodes.length % 2 === 0) {
