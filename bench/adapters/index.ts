@@ -1,0 +1,23 @@
+import type { LockAdapter } from './lock-adapter.js';
+import { NestjsRedlockAdapter } from './nestjs-redlock.js';
+import { NodeRedlockAdapter } from './node-redlock.js';
+import { RedisSemaphoreAdapter } from './redis-semaphore.js';
+import { RedlockUniversalAdapter } from './redlock-universal.js';
+import { SesamecareRedlockAdapter } from './sesamecare-redlock.js';
+
+/** Ours first; the rest are the peers of the issue, compared with the best of them. */
+const FACTORIES = {
+  'nestjs-redlock': () => new NestjsRedlockAdapter(),
+  redlock: () => new NodeRedlockAdapter(),
+  sesamecare: () => new SesamecareRedlockAdapter(),
+  'redis-semaphore': () => new RedisSemaphoreAdapter(),
+  'redlock-universal': () => new RedlockUniversalAdapter(),
+} satisfies Record<string, () => LockAdapter>;
+
+export type LibraryId = keyof typeof FACTORIES;
+export const OURS: LibraryId = 'nestjs-redlock';
+export const LIBRARIES = Object.keys(FACTORIES) as LibraryId[];
+
+export function createAdapter(id: LibraryId): LockAdapter {
+  return FACTORIES[id]() as LockAdapter;
+}

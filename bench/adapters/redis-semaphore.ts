@@ -1,0 +1,36 @@
+import type { Redis } from 'ioredis';
+import { RedlockMutex } from 'redis-semaphore';
+import { connect, disconnect } from '../support/clients.js';
+import { WAIT_MS, type LockAdapter, type SetupOptions } from './lock-adapter.js';
+
+export class RedisSemaphoreAdapter implements LockAdapter<RedlockMutex> {
+  readonly name = 'redis-semaphore (RedlockMutex)';
+  readonly packageName = 'redis-semaphore';
+  readonly settings =
+    `acquireTimeout ${WAIT_MS}; default retryInterval 10 ms (no jitter); ` +
+    'refreshInterval 0 (no auto-refresh, like the other libraries\' plain acquire)';
+  #clients: Redis[] = [];
+
+  async setup(urls: readonly string[], options: SetupOptions): Promise<void> {
+    this.#clients = await connect(urls, options.autoPipelining);
+  }
+
+  /** A mutex object per acquisition is the library's API: it carries the owner identifier. */
+  async acquire(key: string, ttlMs: number): Promise<RedlockMutex> {
+    const mutex = new RedlockMutex(this.#clients, key, {
+      lockTimeout: ttlMs,
+      acquireTimeout: WAIT_MS,
+      refreshInterval: 0,
+    });
+    await mutex.acquire();
+    return mutex;
+  }
+
+  release(mutex: RedlockMutex): Promise<void> {
+    return mutex.release();
+  }
+
+  async close(): Promise<void> {
+    disconnect(this.#clients);
+  }
+}

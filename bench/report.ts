@@ -1,0 +1,158 @@
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { createAdapter, LIBRARIES, OURS, type LibraryId } from './adapters/index.js';
+import type { Scenario } from './scenarios/scenario.js';
+import { describeClientOptions } from './support/clients.js';
+import { describeMachine, installedVersion } from './support/machine.js';
+import type { Results } from './support/results.js';
+import { bestPeer, evaluateTargets, type TargetRow } from './targets.js';
+
+const RESULTS = new URL('./RESULTS.md', import.meta.url);
+const README = new URL('../README.md', import.meta.url);
+/** Hand-written diagnosis in RESULTS.md, kept when the benchmark rewrites the file. */
+const NOTES = ['<!-- notes:start -->', '<!-- notes:end -->'] as const;
+/** Where the README shows the summary table. */
+const README_TABLE = ['<!-- bench:start -->', '<!-- bench:end -->'] as const;
+
+export interface ReportInput {
+  results: Results;
+  scenarios: readonly Scenario[];
+  mode: 'full' | 'smoke';
+  reps: number;
+  minutes: number;
+  /** 1-minute load average before and after: anything else running on the machine shows here. */
+  load: [number, number];
+  /** engineSource() at the start and the end of the run. */
+  engine: [string, string];
+}
+
+export function renderReport({ results, scenarios, mode, reps, minutes, load, engine }: ReportInput): string {
+  const machine = describeMachine();
+  const adapters = LIBRARIES.map((id) => ({ id, adapter: createAdapter(id) }));
+  const targets = evaluateTargets(results);
+  return [
+    '# Benchmark: nestjs-redlock and its peers',
+    '',
+    `Written by \`npm run bench\` (bench/run.ts) on ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC: ` +
+      `${mode} run, ${reps} repetition(s), each figure the median of the repetitions; the run took ${minutes.toFixed(1)} min. ` +
+      'All libraries ran against the same 5 local redis-server masters, started once for the run, ' +
+      'in an order rotated each repetition; every measurement is a fresh Node process.',
+    '',
+    engine[0] === engine[1]
+      ? `Engine measured: ${engine[0]}.`
+      : `**The engine changed during the run**: ${engine[0]} at the start, ${engine[1]} at the end; repetitions may mix versions.`,
+    '',
+    '## Summary',
+    '',
+    summaryTable(targets),
+    '',
+    '## Machine',
+    '',
+    '| CPU | cores | memory | OS | Node | redis-server | load avg (1 min) before / after |',
+    '|---|---|---|---|---|---|---|',
+    `| ${machine.cpu} | ${machine.cores} | ${machine.memoryGiB} GiB | ${machine.os} | ${machine.node} | ${machine.redis} | ${load.map((l) => l.toFixed(2)).join(' / ')} |`,
+    '',
+    '## Libraries and settings',
+    '',
+    `Every library gets its own ioredis ${installedVersion('ioredis')} clients, one per master, built alike: ` +
+      `${describeClientOptions()}. Wait settings, each library's documented way to wait up to 30 s, ` +
+      'its own retry pause and jitter left at their defaults:',
+    '',
+    '| library | version | settings |',
+    '|---|---|---|',
+    ...adapters.map(({ adapter }) => `| ${adapter.name} | ${installedVersion(adapter.packageName)} | ${adapter.settings} |`),
+    '',
+    ...scenarios.flatMap((scenario) => scenarioSection(results, scenario, mode)),
+    '## Targets',
+    '',
+    ...targets.map((t) => `- **${status(t.met)}** ${t.scenario}: ${t.figure} = ${fmt(t.ours, t.digits)}, target ${t.target}: ${t.margin}.`),
+    '',
+    '## Why the misses',
+    '',
+    previousNotes(),
+    '',
+    ...(results.failures.length ? ['## Failed runs', '', ...results.failures.map((f) => `- ${f}`), ''] : []),
+    '## Every repetition',
+    '',
+    ...scenarios.flatMap((scenario) => rawSection(results, scenario)),
+  ].join('\n');
+}
+
+/** The table README.md shows, between its bench markers. */
+export function updateReadme(report: string): void {
+  const readme = readFileSync(README, 'utf8');
+  const [start, end] = README_TABLE;
+  const from = readme.indexOf(start);
+  const to = readme.indexOf(end);
+  if (from < 0 || to < from) return;
+  const table = /## Summary\n\n([\s\S]*?)\n\n## /.exec(report)?.[1] ?? '';
+  writeFileSync(README, `${readme.slice(0, from + start.length)}\n${table}\n${readme.slice(to)}`);
+}
+
+function summaryTable(rows: TargetRow[]): string {
+  return [
+    '| scenario | figure | nestjs-redlock | best peer | ratio | target | met |',
+    '|---|---|---|---|---|---|---|',
+    ...rows.map((r) => {
+      const peer = r.bestPeer ? `${fmt(r.bestPeer.value, r.digits)} (${r.bestPeer.library})` : '–';
+      return `| ${r.scenario} | ${r.figure} | ${fmt(r.ours, r.digits)} | ${peer} | ${fmt(r.ratio, 2)} | ${r.target} | ${status(r.met)} |`;
+    }),
+  ].join('\n');
+}
+
+function scenarioSection(results: Results, scenario: Scenario, mode: 'full' | 'smoke'): string[] {
+  const libraries = LIBRARIES.filter((id) => results.repetitions(scenario.id, id) > 0);
+  const header = ['library', ...scenario.metrics.map((metric) => metric.label)];
+  const rows = libraries.map((library) => [
+    name(library),
+    ...scenario.metrics.map((metric) => {
+      const value = results.median(scenario.id, library, metric.key);
+      if (metric.informational) return fmt(value, metric.digits);
+      const best = bestPeer(results, scenario.id, metric.key, metric.better);
+      return `${fmt(value, metric.digits)} (${fmt(value / (best?.value ?? NaN), 2)})`;
+    }),
+  ]);
+  return [
+    `## ${scenario.title}`,
+    '',
+    scenario.method(scenario.params[mode]),
+    '',
+    'In brackets: the figure ÷ the best peer\'s (for times lower is better, for rates and shares higher).',
+    '',
+    `| ${header.join(' | ')} |`,
+    `|${header.map(() => '---').join('|')}|`,
+    ...rows.map((cells) => `| ${cells.join(' | ')} |`),
+    '',
+  ];
+}
+
+function rawSection(results: Results, scenario: Scenario): string[] {
+  const lines = LIBRARIES.filter((id) => results.repetitions(scenario.id, id) > 0).flatMap((library) =>
+    scenario.metrics.map((metric) => {
+      const values = results.values(scenario.id, library, metric.key).map((v) => fmt(v, metric.digits));
+      return `| ${scenario.id} | ${name(library)} | ${metric.label} | ${values.join(', ')} |`;
+    }),
+  );
+  return lines.length ? ['| scenario | library | figure | repetitions |', '|---|---|---|---|', ...lines, ''] : [];
+}
+
+function previousNotes(): string {
+  const [start, end] = NOTES;
+  const old = existsSync(RESULTS) ? readFileSync(RESULTS, 'utf8') : '';
+  const from = old.indexOf(start);
+  const to = old.indexOf(end);
+  const body = from >= 0 && to > from ? old.slice(from + start.length, to).trim() : '(none written yet: diagnose any target not met here)';
+  return `${start}\n${body}\n${end}`;
+}
+
+function name(library: LibraryId): string {
+  const display = createAdapter(library).name;
+  return library === OURS ? `**${display}**` : display;
+}
+
+function status(met: boolean | undefined): string {
+  return met === undefined ? 'not run' : met ? 'met' : 'NOT MET';
+}
+
+function fmt(value: number, digits: number): string {
+  return Number.isFinite(value) ? value.toLocaleString('en', { minimumFractionDigits: digits, maximumFractionDigits: digits }) : '–';
+}

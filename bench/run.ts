@@ -1,0 +1,110 @@
+import { fork } from 'node:child_process';
+import { once } from 'node:events';
+import { writeFileSync } from 'node:fs';
+import { loadavg, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { RedisFleet } from '../test/support/redis-fleet.js';
+import { connectMasters, disconnectAll } from '../test/support/masters.js';
+import { LIBRARIES, type LibraryId } from './adapters/index.js';
+import type { ChildJob } from './child.js';
+import { renderReport, updateReadme } from './report.js';
+import { SCENARIOS, scenarioById } from './scenarios/index.js';
+import type { Figures, Scenario } from './scenarios/scenario.js';
+import { nextMessage } from './support/ipc.js';
+import { engineSource } from './support/machine.js';
+import { Results } from './support/results.js';
+
+/**
+ * `npm run bench [-- --reps N] [-- --only latency,hot-key]`, `npm run bench:smoke`.
+ * One fleet of 5 redis-server masters for the whole run. Each repetition runs every scenario
+ * for every library, the libraries in an order rotated by one per repetition, so drift of the
+ * machine over the run falls on all of them alike; each measurement is a fresh child process.
+ */
+const { values: args } = parseArgs({
+  options: {
+    smoke: { type: 'boolean', default: false },
+    only: { type: 'string' },
+    reps: { type: 'string' },
+    out: { type: 'string' },
+  },
+});
+const mode = args.smoke ? 'smoke' : 'full';
+const reps = Number(args.reps ?? (args.smoke ? 1 : 3));
+const scenarios = args.only ? args.only.split(',').map(scenarioById) : SCENARIOS;
+const official = !args.smoke && !args.only && !args.out;
+const out = args.out ?? (official ? fileURLToPath(new URL('./RESULTS.md', import.meta.url)) : join(tmpdir(), `nestjs-redlock-bench-${mode}.md`));
+const CHILD = fileURLToPath(new URL('./child.ts', import.meta.url));
+/** A run that hangs (a library that never returns) must not hang the benchmark. */
+const CHILD_TIMEOUT_MS = 10 * 60_000;
+/**
+ * nestjs-redlock ignores the votes of a master that started less than its longest ttl ago (a
+ * restarted master has forgotten live locks). Production masters are not minutes old; ours
+ * are, so the run waits out the 10 s ttl the scenarios use before measuring anything.
+ */
+const FLEET_SETTLE_MS = 11_000;
+
+const started = Date.now();
+const loadAtStart = loadavg()[0]!;
+const engineAtStart = engineSource();
+const results = new Results();
+const fleet = await RedisFleet.start(5);
+try {
+  const urls = fleet.urls();
+  await sleep(FLEET_SETTLE_MS);
+  const admin = await connectMasters(urls);
+  for (let rep = 0; rep < reps; rep++) {
+    for (const scenario of scenarios) {
+      for (const library of rotate(scenario.libraries ?? LIBRARIES, rep)) {
+        const label = `[rep ${rep + 1}/${reps}] ${scenario.id} / ${library}`;
+        try {
+          const figures = await measure(scenario, library, urls);
+          results.add(scenario.id, library, figures);
+          console.log(`${label}: ${format(figures)}`);
+        } catch (error) {
+          results.failures.push(`${label}: ${(error as Error).message}`);
+          console.error(`${label}: FAILED ${(error as Error).message}`);
+        }
+        // Every run starts on empty masters; a failed run may have left keys behind.
+        await Promise.all(admin.map((client) => client.flushall()));
+      }
+    }
+  }
+  disconnectAll(admin);
+} finally {
+  await fleet.stopAll();
+}
+
+const minutes = (Date.now() - started) / 60_000;
+const engine: [string, string] = [engineAtStart, engineSource()];
+if (engine[0] !== engine[1]) console.warn(`lib/ changed during the run: ${engine.join(' -> ')}`);
+const report = renderReport({ results, scenarios, mode, reps, minutes, load: [loadAtStart, loadavg()[0]!], engine });
+writeFileSync(out, report);
+if (official) updateReadme(report);
+console.log(`\nwrote ${out}${official ? ' and the README table' : ''}`);
+
+async function measure(scenario: Scenario, library: LibraryId, urls: string[]): Promise<Figures> {
+  const job: ChildJob = { scenario: scenario.id, library, urls, params: scenario.params[mode] };
+  const child = fork(CHILD, [JSON.stringify(job)], { execArgv: [...process.execArgv, '--expose-gc'] });
+  const timer = setTimeout(() => child.kill('SIGKILL'), CHILD_TIMEOUT_MS);
+  try {
+    return await nextMessage<Figures>(child, 'the measuring process');
+  } finally {
+    // The next measurement must not overlap this one's last moments.
+    if (child.exitCode === null && child.signalCode === null) await once(child, 'close');
+    clearTimeout(timer);
+  }
+}
+
+function rotate<T>(list: readonly T[], by: number): T[] {
+  const shift = by % list.length;
+  return [...list.slice(shift), ...list.slice(0, shift)];
+}
+
+function format(figures: Figures): string {
+  return Object.entries(figures)
+    .map(([key, value]) => `${key}=${Number.isInteger(value) ? value : value.toFixed(3)}`)
+    .join(' ');
+}

@@ -1,0 +1,86 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { createAdapter, type LibraryId } from '../adapters/index.js';
+import { reportAndExit } from '../support/ipc.js';
+
+/**
+ * One of the hot-key processes: `workers` loops on the same key, each holding the lock for
+ * `holdMs` via `await setTimeout(holdMs)` (modelling I/O under the lock, not CPU). Times are
+ * process.hrtime.bigint(): CLOCK_MONOTONIC, one clock for every process on this machine, so the
+ * coordinator can lay all processes' hold intervals on one line.
+ */
+export interface WorkerJob {
+  library: LibraryId;
+  urls: string[];
+  key: string;
+  workers: number;
+  holdMs: number;
+  ttlMs: number;
+  /** After endAt, how long acquires still waiting may finish before they are cut off. */
+  graceMs: number;
+}
+
+/** Sent by the coordinator once every process is connected. hrtime values as decimal strings. */
+export interface WorkerGo {
+  startAt: string;
+  endAt: string;
+}
+
+export interface WorkerReport {
+  /**
+   * ms from asking to holding, for every acquire asked for before endAt (also the ones that
+   * failed); one still waiting at endAt + graceMs counts with its wait so far, a lower bound.
+   */
+  waits: number[];
+  failures: number;
+  /** How many waits were cut off that way. */
+  censored: number;
+  /** [acquired, release called] in ns since startAt. */
+  holds: [number, number][];
+}
+
+const job = JSON.parse(process.argv[2]!) as WorkerJob;
+const adapter = createAdapter(job.library);
+await adapter.setup(job.urls, { autoPipelining: false });
+process.send!('ready');
+const go = await new Promise<WorkerGo>((resolve) => process.once('message', (m) => resolve(m as WorkerGo)));
+const startAt = BigInt(go.startAt);
+const endAt = BigInt(go.endAt);
+await sleep(Number(startAt - process.hrtime.bigint()) / 1e6);
+
+const report: WorkerReport = { waits: [], failures: 0, censored: 0, holds: [] };
+/** When each worker that is waiting right now asked. */
+const waiting = new Set<bigint>();
+const ns = (t: bigint) => Number(t - startAt);
+
+async function worker(): Promise<void> {
+  while (process.hrtime.bigint() < endAt) {
+    const asked = process.hrtime.bigint();
+    let handle: unknown;
+    waiting.add(asked);
+    try {
+      handle = await adapter.acquire(job.key, job.ttlMs);
+    } catch {
+      report.failures++;
+      report.waits.push(Number(process.hrtime.bigint() - asked) / 1e6);
+      continue;
+    } finally {
+      waiting.delete(asked);
+    }
+    const acquired = process.hrtime.bigint();
+    await sleep(job.holdMs);
+    const releasing = process.hrtime.bigint();
+    await adapter.release(handle);
+    report.waits.push(Number(acquired - asked) / 1e6);
+    report.holds.push([ns(acquired), ns(releasing)]);
+  }
+}
+
+// Acquires still waiting at endAt may finish (their waits are real), but a library that leaves
+// callers waiting for tens of seconds must not stretch the run by as much: cut off after the grace.
+const cutoff = Number(endAt - process.hrtime.bigint()) / 1e6 + job.graceMs;
+const finished = await Promise.race([Promise.all(Array.from({ length: job.workers }, worker)).then(() => true), sleep(cutoff, false)]);
+const now = process.hrtime.bigint();
+for (const asked of waiting) report.waits.push(Number(now - asked) / 1e6);
+report.censored = waiting.size;
+if (finished) await adapter.close();
+reportAndExit(report); // exiting drops any acquire still in flight; its key expires with its ttl

@@ -1,0 +1,55 @@
+import { performance } from 'node:perf_hooks';
+import { createAdapter } from '../adapters/index.js';
+import { ascending, percentile } from '../support/stats.js';
+import type { Scenario } from './scenario.js';
+
+interface Params {
+  warmup: number;
+  cycles: number;
+  ttlMs: number;
+}
+
+/** Scenario 1: what one caller pays per lock, nothing else running. */
+export const latency: Scenario<Params> = {
+  id: 'latency',
+  title: '1. One caller, acquire + release on fresh keys',
+  method: (p) =>
+    `${p.cycles} sequential acquire+release cycles on a new key each (after ${p.warmup} unmeasured), ` +
+    `ttl ${p.ttlMs} ms, no auto-pipelining. Latency of the whole cycle, and of the acquire alone.`,
+  metrics: [
+    { key: 'cycleP50', label: 'cycle p50 (ms)', better: 'lower', digits: 3 },
+    { key: 'cycleP99', label: 'cycle p99 (ms)', better: 'lower', digits: 3 },
+    { key: 'acquireP50', label: 'acquire p50 (ms)', better: 'lower', digits: 3 },
+  ],
+  params: {
+    full: { warmup: 500, cycles: 4000, ttlMs: 10_000 },
+    smoke: { warmup: 20, cycles: 100, ttlMs: 10_000 },
+  },
+
+  async run({ library, urls, params }) {
+    const adapter = createAdapter(library);
+    await adapter.setup(urls, { autoPipelining: false });
+    const prefix = `bench:latency:${process.pid}:${Date.now()}`;
+    const cycles: number[] = [];
+    const acquires: number[] = [];
+    try {
+      for (let i = 0; i < params.warmup + params.cycles; i++) {
+        const start = performance.now();
+        const handle = await adapter.acquire(`${prefix}:${i}`, params.ttlMs);
+        const acquired = performance.now();
+        await adapter.release(handle);
+        if (i < params.warmup) continue;
+        cycles.push(performance.now() - start);
+        acquires.push(acquired - start);
+      }
+    } finally {
+      await adapter.close();
+    }
+    const sortedCycles = ascending(cycles);
+    return {
+      cycleP50: percentile(sortedCycles, 50),
+      cycleP99: percentile(sortedCycles, 99),
+      acquireP50: percentile(ascending(acquires), 50),
+    };
+  },
+};

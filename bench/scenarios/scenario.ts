@@ -1,0 +1,36 @@
+import type { LibraryId } from '../adapters/index.js';
+
+/** One column of a scenario's table. */
+export interface Metric {
+  readonly key: string;
+  readonly label: string;
+  /** Which way is better, for "best peer" and the ratios. */
+  readonly better: 'lower' | 'higher';
+  readonly digits: number;
+  /** Shown but not compared with the peers (counts, sanity checks). */
+  readonly informational?: boolean;
+}
+
+export type Figures = Record<string, number>;
+
+export interface ScenarioContext<P> {
+  readonly library: LibraryId;
+  readonly urls: readonly string[];
+  readonly params: P;
+}
+
+/**
+ * A scenario is written once against LockAdapter and run by bench/child.ts, one fresh
+ * process per library and repetition, so no library inherits another's heap or JIT state.
+ */
+export interface Scenario<P = any> {
+  readonly id: string;
+  readonly title: string;
+  /** How it is measured, for RESULTS.md. */
+  readonly method: (params: P) => string;
+  /** Default: every library. */
+  readonly libraries?: readonly LibraryId[];
+  readonly metrics: readonly Metric[];
+  readonly params: { readonly full: P; readonly smoke: P };
+  run(context: ScenarioContext<P>): Promise<Figures>;
+}

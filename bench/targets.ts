@@ -1,0 +1,98 @@
+import { LIBRARIES, OURS, type LibraryId } from './adapters/index.js';
+import { STARVATION_FACTOR } from './scenarios/hot-key.js';
+import type { Results } from './support/results.js';
+
+/** One line of the summary: a figure of ours, the best peer's, and the issue's target for it. */
+export interface TargetRow {
+  scenario: string;
+  figure: string;
+  ours: number;
+  bestPeer: { library: LibraryId; value: number } | undefined;
+  /** ours ÷ best peer, or ours ÷ the target's own reference (shown in `target`). */
+  ratio: number;
+  target: string;
+  /** undefined: the scenario did not run. */
+  met: boolean | undefined;
+  /** By how much it is met or missed, in words. */
+  margin: string;
+  digits: number;
+}
+
+/** The peer with the best median for `metric`. */
+export function bestPeer(results: Results, scenario: string, metric: string, better: 'lower' | 'higher') {
+  let best: { library: LibraryId; value: number } | undefined;
+  for (const library of LIBRARIES) {
+    if (library === OURS) continue;
+    const value = results.median(scenario, library, metric);
+    if (Number.isNaN(value)) continue;
+    if (!best || (better === 'lower' ? value < best.value : value > best.value)) best = { library, value };
+  }
+  return best;
+}
+
+const pct = (x: number) => `${(x * 100).toFixed(0)}%`;
+
+/** The targets of issue 6, each judged on the medians of one run. */
+export function evaluateTargets(results: Results): TargetRow[] {
+  const m = (scenario: string, metric: string) => results.median(scenario, OURS, metric);
+  const rows: TargetRow[] = [];
+  const ran = (scenario: string) => results.repetitions(scenario, OURS) > 0;
+  const row = (r: Omit<TargetRow, 'met'> & { ok: boolean }, scenario: string): void => {
+    const { ok, ...rest } = r;
+    rows.push({ ...rest, met: ran(scenario) && !Number.isNaN(r.ours) ? ok : undefined });
+  };
+
+  const p50 = m('latency', 'cycleP50');
+  const p50Peer = bestPeer(results, 'latency', 'cycleP50', 'lower');
+  const p50Ratio = p50 / (p50Peer?.value ?? NaN);
+  row({ scenario: '1 one caller', figure: 'acquire+release p50 (ms)', ours: p50, bestPeer: p50Peer, ratio: p50Ratio,
+    target: '≤ 1.00 × best peer', ok: p50Ratio <= 1, digits: 3,
+    margin: p50Ratio <= 1 ? `${pct(1 - p50Ratio)} faster` : `${pct(p50Ratio - 1)} slower than the best peer` }, 'latency');
+
+  const rate = m('throughput', 'pipelined');
+  const ratePeer = bestPeer(results, 'throughput', 'pipelined', 'higher');
+  const rateRatio = rate / (ratePeer?.value ?? NaN);
+  row({ scenario: '2 200 callers', figure: 'cycles/s, auto-pipelining', ours: rate, bestPeer: ratePeer, ratio: rateRatio,
+    target: '≥ 1.50 × best peer', ok: rateRatio >= 1.5, digits: 0,
+    margin: rateRatio >= 1.5 ? `${rateRatio.toFixed(2)}×` : `${rateRatio.toFixed(2)}×, ${(1.5 - rateRatio).toFixed(2)}× short` }, 'throughput');
+
+  const share = m('hot-key', 'insideShare');
+  const sharePeer = bestPeer(results, 'hot-key', 'insideShare', 'higher');
+  row({ scenario: '3 hot key', figure: 'share of wall time inside the lock', ours: share, bestPeer: sharePeer,
+    ratio: share / (sharePeer?.value ?? NaN), target: '≥ 0.80', ok: share >= 0.8, digits: 3,
+    margin: share >= 0.8 ? `${(share - 0.8).toFixed(3)} above` : `${(0.8 - share).toFixed(3)} short (${pct(share / 0.8)} of the target)` }, 'hot-key');
+
+  const ideal = m('hot-key', 'idealWait');
+  const p99 = m('hot-key', 'waitP99');
+  const p99Ratio = p99 / ideal;
+  row({ scenario: '3 hot key', figure: `wait p99 (ms), ideal FIFO ${ideal.toFixed(1)} ms`, ours: p99,
+    bestPeer: bestPeer(results, 'hot-key', 'waitP99', 'lower'), ratio: p99Ratio, target: '≤ 2 × ideal FIFO wait',
+    ok: p99Ratio <= 2, digits: 1, margin: `${p99Ratio.toFixed(1)}× the ideal wait` }, 'hot-key');
+
+  const max = m('hot-key', 'waitMax');
+  const failed = m('hot-key', 'failures') + m('hot-key', 'censored');
+  const bound = STARVATION_FACTOR * ideal;
+  row({ scenario: '3 hot key', figure: 'wait max (ms); failed acquires', ours: max,
+    bestPeer: bestPeer(results, 'hot-key', 'waitMax', 'lower'), ratio: max / ideal,
+    target: `no starvation: 0 failed or cut off, max ≤ ${STARVATION_FACTOR} × ideal`, ok: failed === 0 && max <= bound, digits: 1,
+    margin: `${(max / ideal).toFixed(1)}× the ideal wait; ${failed} failed or cut off` }, 'hot-key');
+
+  const overlaps = LIBRARIES.map((library) => results.median('hot-key', library, 'overlaps'));
+  const worst = Math.max(...overlaps.filter((x) => !Number.isNaN(x)));
+  row({ scenario: '3 hot key', figure: 'overlapping holds (any library)', ours: m('hot-key', 'overlaps'),
+    bestPeer: undefined, ratio: NaN, target: '0 (mutual exclusion)', ok: m('hot-key', 'overlaps') === 0, digits: 0,
+    margin: `ours ${m('hot-key', 'overlaps')}, worst library ${worst}` }, 'hot-key');
+
+  const overhead = m('decorator', 'overhead');
+  row({ scenario: '4 @WithLock route', figure: 'req/s overhead vs hand-written using (%)', ours: overhead * 100, bestPeer: undefined,
+    ratio: NaN, target: '≤ 10%', ok: overhead <= 0.1, digits: 1,
+    margin: overhead >= 0 ? `the decorated route ${(overhead * 100).toFixed(1)}% slower` : `the decorated route ${(-overhead * 100).toFixed(1)}% faster` }, 'decorator');
+
+  const growth = m('memory', 'growthMB');
+  const cycles = m('memory', 'cycles').toLocaleString('en');
+  const peerCycles = results.median('memory', 'redlock', 'cycles').toLocaleString('en');
+  row({ scenario: '5 memory', figure: `heap growth (MB), ours over ${cycles} cycles, peers over ${peerCycles}`, ours: growth,
+    bestPeer: bestPeer(results, 'memory', 'growthCheckpointMB', 'lower'), ratio: NaN, target: '< 10 MB',
+    ok: growth < 10, digits: 2, margin: growth < 10 ? `${(10 - growth).toFixed(1)} MB to spare` : `${(growth - 10).toFixed(1)} MB over` }, 'memory');
+  return rows;
+}
