@@ -1,0 +1,209 @@
+import { describe, expect, it } from 'vitest';
+import { checkHistory } from './support/checker.js';
+import type { HistoryEvent } from './support/history.js';
+
+// The checker on hand-written histories: a checker that cannot fail proves nothing, so every
+// violation it knows is shown to be found, and a clean history to pass. Times are in ms here.
+
+const T = (milliseconds: number) => BigInt(Math.round(milliseconds * 1e6));
+
+interface HoldSpec {
+  proc?: string;
+  token: string;
+  resource?: string;
+  fence?: number;
+  invoke?: number;
+  ok: number;
+  validFor: number;
+  release?: number;
+  ttl?: number;
+  single?: boolean;
+}
+
+/** The worker's side of one hold: acquire invoke + ok (with validUntil), release invoke. */
+function hold(spec: HoldSpec): HistoryEvent[] {
+  const base = { proc: spec.proc ?? 'p', worker: 0, resource: spec.resource ?? 'r' };
+  const id = `${spec.token}:acquire`;
+  const events: HistoryEvent[] = [
+    { ...base, op: 'acquire', phase: 'invoke', id, t: T(spec.invoke ?? spec.ok - 1), ttl: spec.ttl ?? 1000, single: spec.single },
+    {
+      ...base,
+      op: 'acquire',
+      phase: 'ok',
+      id,
+      t: T(spec.ok),
+      token: spec.token,
+      fence: spec.fence,
+      validUntil: T(spec.ok + spec.validFor),
+      ttl: spec.ttl ?? 1000,
+      single: spec.single,
+      driftFactor: 0.01,
+    },
+  ];
+  if (spec.release !== undefined) events.push({ ...base, op: 'release', phase: 'invoke', t: T(spec.release), token: spec.token });
+  return events;
+}
+
+let seq = 0;
+/** What the store applied: a read or a write, accepted or not. */
+function store(op: 'read' | 'write', at: number, fields: { token: string; fence: number; accepted: boolean; value?: number; plain?: number; resource?: string }): HistoryEvent {
+  return {
+    proc: 'store',
+    worker: 0,
+    op: op === 'read' ? 'store-read' : 'store-write',
+    phase: fields.accepted ? 'ok' : 'fail',
+    t: T(at),
+    seq: ++seq,
+    resource: fields.resource ?? 'r',
+    token: fields.token,
+    fence: fields.fence,
+    accepted: fields.accepted,
+    ...(fields.value === undefined ? {} : { value: fields.value }),
+    ...(fields.plain === undefined ? {} : { plain: fields.plain }),
+  };
+}
+
+function final(at: number, value: number, plain: number, resource = 'r'): HistoryEvent {
+  return { proc: 'store', worker: 0, op: 'final', phase: 'ok', t: T(at), resource, value, plain };
+}
+
+/** A correct run: three holders one after the other, each read-modify-writing both counters. */
+function cleanHistory(): HistoryEvent[] {
+  return [
+    ...hold({ token: 'a', fence: 1, ok: 0, validFor: 100, release: 10 }),
+    store('read', 2, { token: 'a', fence: 1, accepted: true }),
+    store('write', 4, { token: 'a', fence: 1, accepted: true, value: 1, plain: 1 }),
+    ...hold({ proc: 'q', token: 'b', fence: 2, ok: 12, validFor: 100, release: 30 }),
+    store('read', 14, { token: 'b', fence: 2, accepted: true }),
+    store('write', 16, { token: 'b', fence: 2, accepted: true, value: 2, plain: 2 }),
+    // c's lock ran out before c released: the window ends at validUntil (40), not at 90.
+    ...hold({ token: 'c', fence: 3, ok: 31, validFor: 9, release: 90 }),
+    store('read', 33, { token: 'c', fence: 3, accepted: true }),
+    store('write', 35, { token: 'c', fence: 3, accepted: true, value: 3, plain: 3 }),
+    ...hold({ proc: 'q', token: 'd', fence: 4, ok: 41, validFor: 100, release: 50 }),
+    final(100, 3, 3),
+  ];
+}
+
+describe('the safety checker', () => {
+  it('passes a clean history', () => {
+    const result = checkHistory(cleanHistory());
+    expect(result.violations).toEqual([]);
+    expect(result.ok).toBe(true);
+    expect(result.stats).toMatchObject({ holds: 4, writesAccepted: 3, writesRejected: 0, plainWrites: 3 });
+  });
+
+  it('passes a stale holder whose late write the store rejected', () => {
+    const history = [
+      ...hold({ token: 'a', fence: 1, ok: 0, validFor: 50, release: 200 }),
+      store('read', 1, { token: 'a', fence: 1, accepted: true }),
+      ...hold({ proc: 'q', token: 'b', fence: 2, ok: 60, validFor: 100, release: 70 }),
+      store('read', 61, { token: 'b', fence: 2, accepted: true }),
+      store('write', 62, { token: 'b', fence: 2, accepted: true, value: 1, plain: 1 }),
+      store('write', 150, { token: 'a', fence: 1, accepted: false, value: 1 }), // a, paused, writes late
+      final(300, 1, 1),
+    ];
+    const result = checkHistory(history);
+    expect(result.violations).toEqual([]);
+    expect(result.stats.writesRejected).toBe(1);
+  });
+
+  it('finds overlapping validity windows, also when they are not adjacent', () => {
+    const history = [
+      ...hold({ token: 'long', ok: 0, validFor: 1000, release: 500 }),
+      ...hold({ proc: 'q', token: 'short', ok: 10, validFor: 5, release: 12 }),
+      ...hold({ proc: 'q', token: 'second', ok: 100, validFor: 100, release: 150 }),
+      ...hold({ token: 'other-resource', resource: 'elsewhere', ok: 100, validFor: 100 }),
+    ];
+    const result = checkHistory(history);
+    expect(result.counts.overlap).toBe(2);
+    expect(result.violations.map((v) => v.message).join('\n')).toMatch(/q\/0 .*token short.*while p\/0 .*token long/);
+  });
+
+  it('does not count a window that ended (release or validity) before the next began', () => {
+    const touching = [...hold({ token: 'a', ok: 0, validFor: 10 }), ...hold({ proc: 'q', token: 'b', ok: 10, validFor: 10 })];
+    expect(checkHistory(touching).counts.overlap).toBe(0);
+    const released = [...hold({ token: 'a', ok: 0, validFor: 100, release: 5 }), ...hold({ proc: 'q', token: 'b', ok: 6, validFor: 10 })];
+    expect(checkHistory(released).counts.overlap).toBe(0);
+  });
+
+  it('extends a window by a successful extension', () => {
+    const history = [
+      ...hold({ token: 'a', ok: 0, validFor: 10, release: 100 }),
+      { proc: 'p', worker: 0, op: 'extend', phase: 'ok', t: T(5), resource: 'r', token: 'a', validUntil: T(50) } as HistoryEvent,
+      ...hold({ proc: 'q', token: 'b', ok: 30, validFor: 10 }),
+    ];
+    expect(checkHistory(history).counts.overlap).toBe(1);
+  });
+
+  it('finds a lost update on the counter only the lock protects', () => {
+    const history = [
+      ...hold({ token: 'a', fence: 1, ok: 0, validFor: 100, release: 10 }),
+      store('write', 4, { token: 'a', fence: 1, accepted: true, value: 1, plain: 1 }),
+      ...hold({ proc: 'q', token: 'b', fence: 2, ok: 12, validFor: 100, release: 30 }),
+      // b read plain before a's write landed, and overwrote it with the same value
+      store('write', 16, { token: 'b', fence: 2, accepted: true, value: 2, plain: 1 }),
+      final(100, 2, 1),
+    ];
+    const result = checkHistory(history);
+    expect(result.counts['lost-update']).toBe(1);
+    expect(result.counts['lost-update-fenced']).toBe(0);
+  });
+
+  it('finds a lost update from the final value alone', () => {
+    const history = [
+      store('write', 4, { token: 'a', fence: 1, accepted: true, value: 1, plain: 1 }),
+      store('write', 6, { token: 'b', fence: 2, accepted: true, value: 2, plain: 2 }),
+      final(100, 2, 1), // the store says 1, yet two writes were acknowledged
+    ];
+    expect(checkHistory(history).counts['lost-update']).toBe(1);
+  });
+
+  it('finds a lost update on the fenced counter', () => {
+    const history = [
+      store('write', 4, { token: 'a', fence: 1, accepted: true, value: 1 }),
+      store('write', 6, { token: 'b', fence: 2, accepted: true, value: 1 }),
+      final(100, 1, 0),
+    ];
+    expect(checkHistory(history).counts['lost-update-fenced']).toBe(1);
+  });
+
+  it('finds fencing tokens that do not increase from one holder to the next', () => {
+    const history = [
+      ...hold({ token: 'a', fence: 7, ok: 0, validFor: 10 }),
+      ...hold({ proc: 'q', token: 'b', fence: 7, ok: 20, validFor: 10 }),
+      ...hold({ token: 'c', fence: 3, ok: 40, validFor: 10 }),
+      ...hold({ token: 'd', fence: 9, ok: 60, validFor: 10 }),
+    ];
+    const result = checkHistory(history);
+    expect(result.counts['fence-order']).toBe(2);
+    expect(result.counts.overlap).toBe(0);
+  });
+
+  it('finds a stale write the store accepted', () => {
+    const history = [
+      store('read', 1, { token: 'b', fence: 5, accepted: true }),
+      store('write', 2, { token: 'a', fence: 4, accepted: true, value: 1 }), // below the 5 already seen
+      store('write', 3, { token: 'c', fence: 5, accepted: true, value: 2 }), // equal, but another holder
+      store('write', 4, { token: 'b', fence: 5, accepted: false, value: 1 }),
+      final(10, 2, 0),
+    ];
+    expect(checkHistory(history).counts['stale-accepted']).toBe(2);
+  });
+
+  it('finds a lock handed out with no validity left', () => {
+    const history = hold({ token: 'a', ok: 100, validFor: -5 });
+    expect(checkHistory(history).counts['no-validity']).toBe(1);
+  });
+
+  it('finds a single-round lock whose validity ignores the time the round took', () => {
+    // ttl 1000, drift 12: invoked at 0, granted at 400, so valid until 1000 - 12 - 400 = 588 at most.
+    const honest = hold({ token: 'a', invoke: 0, ok: 400, validFor: 180, single: true });
+    expect(checkHistory(honest, { validitySlackMs: 5 }).ok).toBe(true);
+    const greedy = hold({ token: 'b', invoke: 0, ok: 400, validFor: 1000 - 12 - 400, single: true });
+    expect(checkHistory(greedy, { validitySlackMs: 5 }).counts['validity-excess']).toBe(1);
+    // An acquire that waited through several rounds is not held to one round's bound.
+    const waited = hold({ token: 'c', invoke: 0, ok: 400, validFor: 900 });
+    expect(checkHistory(waited, { validitySlackMs: 5 }).ok).toBe(true);
+  });
+});

@@ -1,0 +1,106 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { RedisFleet } from '../support/redis-fleet.js';
+import { failures, runFor, SafetyRun, spread, timeoutFor } from './support/safety-run.js';
+import { loopWorker, range, tally } from './support/scenario-kit.js';
+
+// The holder itself pauses: it blocks its event loop (as a long GC pause or CPU-bound work
+// would) for four times its ttl while holding the lock. Redlock cannot stop that holder from
+// acting late; what it must do is: let the lock expire so a second holder gets it (with a higher
+// fencing token), fire the first holder's lost-lock signal as soon as its loop runs again, and
+// give the store what it needs to reject the first holder's late write.
+
+const TTL = 500;
+/**
+ * Four ttls: the lock expires after one; a waiter whose round split the votes with the holder
+ * may then still see the holder's old queue entry on some masters, which lives up to a ttl plus
+ * one second after it was written, and sleeps until then (the holder publishes no release).
+ */
+const STALL_MS = TTL * 4;
+const SHORT_MS = 5_000;
+
+let fleet: RedisFleet | undefined;
+let run: SafetyRun | undefined;
+
+beforeAll(async () => {
+  fleet = await RedisFleet.start(5);
+});
+
+afterAll(async () => {
+  await run?.dispose();
+  await fleet?.stopAll();
+});
+
+it('fires the paused holder’s signal, lets a second holder in, and the late write is rejected', async () => {
+  const masters = fleet!;
+  run = new SafetyRun({
+    id: 'paused-holder',
+    title: 'The holder blocks its event loop for 4x its ttl',
+    expected: 'safe',
+    method:
+      `One process holds the lock (ttl ${TTL} ms, auto-extended) and busy-loops ${STALL_MS} ms, then writes anyway; ` +
+      'another process (2 workers) loops on the same resource (bare counter fences).',
+  });
+  const scenario = run;
+  // No master loses data here: fences are the bare counters (no time floor), so the fence checks test them.
+  const engine = { restartQuarantineMs: false as const, fenceTimeFloor: false };
+  const shared = { resources: ['stalled'], ttlMs: [TTL], engine };
+  await Promise.all([
+    scenario.spawn(loopWorker('staller', masters.urls(), { ...shared, mode: 'stall', workers: 1, stallMs: STALL_MS, pauseMs: 100 })),
+    scenario.spawn(loopWorker('other', masters.urls(), { ...shared, pauseMs: 50 })),
+  ]);
+
+  await sleep(runFor(SHORT_MS)); // the staller injects the fault itself, once per cycle
+  await scenario.stopWorkers();
+
+  const events = scenario.history.events();
+  for (const stall of events.filter((e) => e.op === 'stall' && e.phase === 'invoke')) {
+    scenario.fault(`the holder blocks its event loop for ${STALL_MS} ms`, stall.t);
+  }
+  const ends = events.filter((e) => e.op === 'stall' && e.phase !== 'invoke');
+  scenario.expect(`the holder stalled (${ends.length} times)`, ends.length > 0);
+  scenario.expect(
+    'after every stall the lost-lock signal fired with LockLostError',
+    ends.every((e) => e.signalFired && e.code === 'LOCK_LOST'),
+    tally(ends.map((e) => `${e.signalFired ? 'fired' : 'silent'} ${e.code ?? ''}`)),
+  );
+
+  let takenOver = 0;
+  let rejected = 0;
+  /** From the stalled lock's deadline to the takeover: how long the resource sat idle. */
+  const idle: number[] = [];
+  const accepted: string[] = [];
+  for (const end of ends) {
+    const begin = events.find((e) => e.op === 'stall' && e.phase === 'invoke' && e.token === end.token)!;
+    const lateWrite = events.find((e) => e.op === 'store-write' && e.token === end.token);
+    // Another process took the lock during the stall, with a higher fence, and looked at the store.
+    const takeover = events.find(
+      (e) => e.op === 'acquire' && e.phase === 'ok' && e.proc !== 'staller' && e.t > begin.t && e.t < end.t && e.fence! > end.fence!,
+    );
+    const otherRead = events.find(
+      (e) => e.op === 'store-read' && e.accepted && e.token !== end.token && e.fence! > end.fence! && lateWrite && e.seq! < lateWrite.seq!,
+    );
+    if (takeover) {
+      takenOver++;
+      const deadline = events.find((e) => e.op === 'acquire' && e.phase === 'ok' && e.token === end.token)!.validUntil!;
+      idle.push(Number(takeover.t - deadline) / 1e6);
+    }
+    if (takeover && otherRead) {
+      if (lateWrite && !lateWrite.accepted) rejected++;
+      else accepted.push(`fence ${end.fence}`);
+    }
+  }
+  scenario.expect(
+    `another process got the lock during the stall (${takenOver}/${ends.length})`,
+    takenOver > 0,
+    `after the stalled lock's validity ended: ${spread(idle)}`,
+  );
+  scenario.expect(
+    `every late write after a takeover was rejected by its fencing token (${rejected} rejected)`,
+    rejected > 0 && accepted.length === 0,
+    accepted.length ? `accepted: ${accepted.join(', ')}` : undefined,
+  );
+
+  const result = await scenario.finish();
+  expect(failures(result)).toBe('');
+}, timeoutFor(SHORT_MS));

@@ -1,0 +1,235 @@
+#!/usr/bin/env node
+// The long safety run: `npm run test:safety -- --minutes N` runs every scenario of test/safety for
+// N minutes, one scenario at a time, and writes docs/SAFETY.md from what they report.
+//
+//   --minutes N     minutes per scenario (default 2)
+//   --only NAME     run only test/safety/NAME* (the report then goes to stdout, not docs/SAFETY.md)
+//   --out FILE      where to write the report (default docs/SAFETY.md)
+//
+// Plain JavaScript on purpose: it only starts vitest (which compiles the TypeScript) with
+// SAFETY_MINUTES and SAFETY_RESULTS_DIR set, then turns the per-scenario JSON into markdown.
+import { execFileSync, spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpus, release, tmpdir, totalmem, type } from 'node:os';
+import { join, relative } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+
+/** Report order; a scenario not listed here is appended. */
+const ORDER = [
+  'kill-masters',
+  'restart-quarantine',
+  'restart-control',
+  'paused-master',
+  'latency',
+  'paused-holder',
+  'dropped-replies',
+  'script-flush-restart',
+  'thundering-herd',
+];
+
+const KIND_TEXT = {
+  overlap: 'overlap',
+  'lost-update': 'lost update',
+  'lost-update-fenced': 'lost fenced update',
+  'fence-order': 'fence order',
+  'stale-accepted': 'stale write accepted',
+  'no-validity': 'no validity',
+  'validity-excess': 'validity excess',
+};
+
+function parseArgs(argv) {
+  const args = { minutes: 2, only: undefined, out: undefined };
+  for (let i = 0; i < argv.length; i++) {
+    const [name, inline] = argv[i].split('=', 2);
+    const value = () => inline ?? argv[++i];
+    if (name === '--minutes') args.minutes = Number(value());
+    else if (name === '--only') args.only = value();
+    else if (name === '--out') args.out = value();
+    else if (name === '--help' || name === '-h') usage(0);
+    else usage(1, `unknown argument ${argv[i]}`);
+  }
+  if (!(args.minutes > 0)) usage(1, '--minutes must be a positive number');
+  return args;
+}
+
+function usage(code, problem) {
+  if (problem) console.error(problem);
+  console.error('usage: npm run test:safety -- [--minutes N] [--only NAME] [--out FILE]');
+  process.exit(code);
+}
+
+function tryRun(command, args) {
+  try {
+    return execFileSync(command, args, { cwd: ROOT, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+  } catch {
+    return undefined;
+  }
+}
+
+function machine() {
+  const cpu = cpus();
+  const redisBin = process.env.REDIS_SERVER_BIN || 'redis-server';
+  const redis = tryRun(redisBin, ['--version'])?.match(/v=(\S+)/)?.[1] ?? 'unknown';
+  const commit = tryRun('git', ['rev-parse', '--short', 'HEAD']);
+  const dirty = tryRun('git', ['status', '--porcelain']);
+  return {
+    os: `${type()} ${release()}`,
+    cpu: `${cpu[0]?.model.trim() ?? 'unknown CPU'}, ${cpu.length} cores`,
+    memory: `${Math.round(totalmem() / 2 ** 30)} GiB`,
+    node: process.version,
+    redis,
+    commit: commit ? `${commit}${dirty ? ' with uncommitted changes' : ''}` : 'not a git checkout',
+  };
+}
+
+function readResults(dir) {
+  const results = readdirSync(dir)
+    .filter((file) => file.endsWith('.json'))
+    .map((file) => JSON.parse(readFileSync(join(dir, file), 'utf8')));
+  const rank = (id) => (ORDER.includes(id) ? ORDER.indexOf(id) : ORDER.length);
+  return results.sort((a, b) => rank(a.id) - rank(b.id) || a.id.localeCompare(b.id));
+}
+
+const cell = (text) => String(text).replaceAll('|', '\\|').replaceAll('\n', ' ');
+
+function violationsText(result) {
+  const kinds = Object.entries(result.counts)
+    .filter(([, n]) => n > 0)
+    .map(([kind, n]) => `${KIND_TEXT[kind] ?? kind} ${n}`);
+  return kinds.length ? `${result.violations} (${kinds.join(', ')})` : String(result.violations);
+}
+
+function report({ results, minutes, started, finished, info, command, exitCode }) {
+  const missing = ORDER.filter((id) => !results.some((r) => r.id === id));
+  const allGood = results.every((r) => r.asExpected) && missing.length === 0 && exitCode === 0;
+  const lines = [];
+  lines.push('# Safety test results', '');
+  lines.push(
+    `A real run of the safety suite (\`test/safety/\`), ${minutes} minute${minutes === 1 ? '' : 's'} per scenario, ` +
+      `started ${started.toISOString().replace('T', ' ').slice(0, 16)} UTC and finished ` +
+      `${finished.toISOString().replace('T', ' ').slice(0, 16)} UTC, with \`${command}\`.`,
+    '',
+    `- Machine: ${info.os}, ${info.cpu}, ${info.memory} of memory`,
+    `- Node ${info.node}, redis-server ${info.redis}, ioredis 6`,
+    `- Code: commit ${info.commit}`,
+    `- Verdict: ${allGood ? 'every scenario came out as expected' : '**NOT every scenario came out as expected** (see below)'}`,
+    '',
+  );
+  lines.push(
+    '| scenario | ran | lock cycles | faults injected | violations found | expected | result |',
+    '|---|---|---|---|---|---|---|',
+  );
+  for (const r of results) {
+    lines.push(
+      `| ${cell(r.title)} | ${(r.durationMs / 60_000).toFixed(1)} min | ${r.holds} | ${r.faults} | ${cell(violationsText(r))} | ` +
+        `${r.expected === 'safe' ? '0' : '> 0 (control)'} | ${r.asExpected ? 'as expected' : '**not as expected**'} |`,
+    );
+  }
+  for (const id of missing) lines.push(`| ${id} | - | - | - | - | - | **no result: the test failed before it finished** |`);
+  lines.push(
+    '',
+    '*Lock cycles*: successful acquisitions, each followed by a read-modify-write of the protected store and a ' +
+      'release. *Faults injected*: the kills, restarts, pauses, lost replies... counted one per master and event. ' +
+      '*Violations*: what the history checker found (below); 0 is expected everywhere except the control, whose ' +
+      'violations prove the checker sees the fault the restart quarantine prevents.',
+    '',
+  );
+
+  lines.push('## Found by this suite', '');
+  lines.push(
+    '- **Fixed (safety of the validity rule):** the latency scenario caught the engine handing out locks whose ' +
+      'validity was already used up. Validity counts from before the first request, and the engine accepted a ' +
+      'round when `ttl - elapsed - drift > 0`; a round slower than about half the ttl therefore returned a lock ' +
+      'that had expired on arrival (`remainingMs()` 0, signal firing at once), and an extension could likewise ' +
+      '"succeed" into the past. A lock or an extension now needs `validity > elapsed` (`validityLeftMs` in ' +
+      '`lib/core/clock.ts`); regression test in `test/core/validity-left.test.ts`.',
+    '- **Open (liveness, not safety):** when two contenders split the votes, the winner\'s entry in the masters\' ' +
+      'waiter queue stays, on the masters that refused it, until it dies (up to the blocking key\'s ttl plus one ' +
+      'second). A waiter that met it sleeps until then; if the holder stalls or crashes instead of releasing (no ' +
+      'release message), the next holder can come about a second after the lock expired. The paused-holder ' +
+      'scenario reports that idle time.',
+    '',
+  );
+  lines.push('## What is checked', '');
+  lines.push(
+    'Worker processes take the lock in a loop and, inside it, read-modify-write a store that lives in the test ' +
+      'process and checks fencing tokens. Every operation is recorded as invoke / ok / fail with ' +
+      '`process.hrtime.bigint()` (CLOCK_MONOTONIC, one clock for all processes on the machine). The checker ' +
+      '(`test/safety/support/checker.ts`, itself tested on hand-written histories) then verifies:',
+    '',
+    '1. **No overlap**: no two holders\' validity windows on a resource intersect. A window runs from the moment ' +
+      'acquire returned to the lock\'s validity deadline (moved by successful extensions), or to the release call ' +
+      'if earlier.',
+    '2. **No lost update**: a counter that only the lock protects never skips (each write stores the value it ' +
+      'read plus one, and the final value is the number of writes); the same for the fenced counter.',
+    '3. **Fencing**: successive holders get strictly increasing fencing tokens, and the store never accepts an ' +
+      'operation whose token is lower than one it has seen: a stale holder\'s write is rejected.',
+    '4. **Validity**: no lock is handed out with its validity already used up, and a single-round acquire never ' +
+      'promises more than `ttl - drift - elapsed`.',
+    '',
+  );
+
+  lines.push('## Scenarios', '');
+  for (const r of results) {
+    lines.push(`### ${r.title}`, '', r.method, '');
+    for (const e of r.expectations) {
+      lines.push(`- ${e.ok ? '✔' : '✘ **failed:**'} ${e.what}${e.detail ? `: ${e.detail.split('\n')[0]}` : ''}`);
+    }
+    if (r.examples.length > 0) {
+      lines.push('', 'First violations found:', '');
+      for (const example of r.examples) lines.push(`- ${example}`);
+    }
+    if (r.historyFile) lines.push('', `History of this run: \`${r.historyFile}\``);
+    lines.push('');
+  }
+
+  lines.push('## What this does not show', '');
+  lines.push(
+    '- All processes ran on one machine over loopback: real networks add partitions, asymmetric delays and ' +
+      'packet loss that a TCP proxy only approximates.',
+    '- All clocks were one clock. Redlock assumes clocks that advance at about the same rate (the drift ' +
+      'factor); a master whose clock jumps forward expires keys early, which no client-side check can see.',
+    '- No run can prove the absence of a bug; these runs only failed to find one under these faults.',
+    '',
+    '## Reproduce',
+    '',
+    '```bash',
+    'npm ci && npm run build',
+    `npm run test:safety -- --minutes ${minutes}   # writes docs/SAFETY.md`,
+    'npx vitest run test/safety                  # the short version, part of npm test',
+    '```',
+    '',
+  );
+  return lines.join('\n');
+}
+
+const args = parseArgs(process.argv.slice(2));
+const resultsDir = mkdtempSync(join(tmpdir(), 'redlock-safety-results-'));
+const vitest = join(ROOT, 'node_modules', '.bin', 'vitest');
+if (!existsSync(vitest)) usage(1, 'vitest is not installed: run npm ci first');
+const filter = args.only ? `test/safety/${args.only}` : 'test/safety';
+const command = `npm run test:safety -- --minutes ${args.minutes}${args.only ? ` --only ${args.only}` : ''}`;
+
+console.log(`Safety suite, ${args.minutes} min per scenario, one scenario at a time (results in ${resultsDir})`);
+const started = new Date();
+const run = spawnSync(vitest, ['run', filter, '--no-file-parallelism'], {
+  cwd: ROOT,
+  stdio: 'inherit',
+  env: { ...process.env, SAFETY_MINUTES: String(args.minutes), SAFETY_RESULTS_DIR: resultsDir },
+});
+const finished = new Date();
+const exitCode = run.status ?? 1;
+
+const results = readResults(resultsDir);
+const markdown = report({ results, minutes: args.minutes, started, finished, info: machine(), command, exitCode });
+const out = args.out ?? (args.only ? undefined : join(ROOT, 'docs', 'SAFETY.md'));
+if (out) {
+  writeFileSync(out, markdown);
+  console.log(`\nwrote ${relative(ROOT, out)}`);
+} else {
+  console.log(`\n${markdown}`);
+}
+rmSync(resultsDir, { recursive: true, force: true });
+process.exit(exitCode);

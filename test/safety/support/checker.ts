@@ -1,0 +1,326 @@
+import { ms, nsFromMs, type HistoryEvent } from './history.js';
+
+/**
+ * Verifies a safety run's history. Pure: the same history always gives the same verdict.
+ *
+ * 1. `overlap`: no two holders' validity windows on one resource intersect. A holder's window is
+ *    [acquire ok, min(latest validUntil an acquire or extend promised, release invoked)]: from when
+ *    the caller learnt it holds the lock to when the lock stopped promising anything or the
+ *    caller stopped relying on it. Redlock promises exactly this (the next holder's grant needs
+ *    our key gone from a master of every majority, which happens after our deadline), so any
+ *    intersection is a double grant, whatever the clocks of the workers, which share one.
+ * 2. `lost-update`: the store's unfenced counter, read-modify-written under the lock only, never
+ *    skips: each write stores the value before it plus one, and the final value equals the number
+ *    of writes. `lost-update-fenced`: the same for the fenced counter and its accepted writes.
+ * 3. `fence-order`: successive holders of a resource (ordered by acquire ok, windows not empty)
+ *    got strictly increasing fencing tokens. `stale-accepted`: the store never accepted an
+ *    operation whose fence was below one it had accepted before (or equal, from another holder):
+ *    a stale holder's late write is rejected.
+ * Plus the validity rule: `no-validity`, a lock handed out whose validity had already run out;
+ * `validity-excess`, a single-round acquire that promised more than ttl - drift - elapsed.
+ */
+
+export type ViolationKind =
+  | 'overlap'
+  | 'lost-update'
+  | 'lost-update-fenced'
+  | 'fence-order'
+  | 'stale-accepted'
+  | 'no-validity'
+  | 'validity-excess';
+
+export const VIOLATION_KINDS: readonly ViolationKind[] = [
+  'overlap',
+  'lost-update',
+  'lost-update-fenced',
+  'fence-order',
+  'stale-accepted',
+  'no-validity',
+  'validity-excess',
+];
+
+export interface Violation {
+  readonly kind: ViolationKind;
+  readonly resource: string;
+  readonly at: bigint;
+  readonly message: string;
+}
+
+/** One successful acquisition and the window in which its holder could rely on it. */
+export interface Hold {
+  readonly token: string;
+  readonly proc: string;
+  readonly worker: number;
+  readonly resource: string;
+  readonly fence: number | undefined;
+  readonly invokedAt: bigint | undefined;
+  readonly okAt: bigint;
+  /** Latest validUntil promised by the acquire or a successful extend. */
+  readonly validUntil: bigint;
+  readonly releasedAt: bigint | undefined;
+  /** Window end: validUntil, or the release call if earlier. */
+  readonly end: bigint;
+}
+
+export interface CheckResult {
+  readonly ok: boolean;
+  readonly violations: Violation[];
+  readonly counts: Record<ViolationKind, number>;
+  readonly holds: Hold[];
+  readonly stats: {
+    /** Successful acquisitions. */
+    readonly holds: number;
+    readonly acquireFailures: number;
+    readonly writesAccepted: number;
+    readonly writesRejected: number;
+    readonly plainWrites: number;
+  };
+}
+
+export interface CheckOptions {
+  /**
+   * Scheduling noise allowed in the validity-excess check, between the engine's clock reads and
+   * the worker's: a promise that ignored the round's elapsed time is off by the whole round.
+   */
+  readonly validitySlackMs?: number;
+}
+
+const byTime = (a: { t: bigint }, b: { t: bigint }) => (a.t < b.t ? -1 : a.t > b.t ? 1 : 0);
+
+export function checkHistory(history: readonly HistoryEvent[], options: CheckOptions = {}): CheckResult {
+  const events = [...history].sort(byTime);
+  const violations: Violation[] = [];
+  const holds = buildHolds(events);
+
+  checkValidity(events, holds, options.validitySlackMs ?? 50, violations);
+  checkOverlaps(holds, violations);
+  checkFenceOrder(holds, violations);
+  const storeStats = checkStore(events, violations);
+
+  violations.sort(byAt);
+  const counts = Object.fromEntries(VIOLATION_KINDS.map((kind) => [kind, 0])) as Record<ViolationKind, number>;
+  for (const violation of violations) counts[violation.kind]++;
+  return {
+    ok: violations.length === 0,
+    violations,
+    counts,
+    holds,
+    stats: {
+      holds: holds.length,
+      acquireFailures: events.filter((e) => e.op === 'acquire' && (e.phase === 'fail' || e.phase === 'unknown')).length,
+      ...storeStats,
+    },
+  };
+}
+
+function byAt(a: Violation, b: Violation): number {
+  return a.at < b.at ? -1 : a.at > b.at ? 1 : 0;
+}
+
+function buildHolds(events: readonly HistoryEvent[]): Hold[] {
+  const invokes = new Map<string, HistoryEvent>();
+  const drafts = new Map<string, { ok: HistoryEvent; invoke: HistoryEvent | undefined; validUntil: bigint; releasedAt?: bigint }>();
+  for (const event of events) {
+    if (event.op === 'acquire' && event.phase === 'invoke' && event.id) invokes.set(event.id, event);
+    if (event.op === 'acquire' && event.phase === 'ok') {
+      if (!event.token || event.validUntil === undefined || !event.resource) {
+        throw new Error(`acquire ok without token, validUntil or resource: ${describe(event)}`);
+      }
+      const invoke = event.id ? invokes.get(event.id) : undefined;
+      drafts.set(event.token, { ok: event, invoke, validUntil: event.validUntil });
+    }
+    if (event.op === 'extend' && event.phase === 'ok' && event.token && event.validUntil !== undefined) {
+      const draft = drafts.get(event.token);
+      if (draft && event.validUntil > draft.validUntil) draft.validUntil = event.validUntil;
+    }
+    if (event.op === 'release' && event.phase === 'invoke' && event.token) {
+      const draft = drafts.get(event.token);
+      if (draft && draft.releasedAt === undefined) draft.releasedAt = event.t;
+    }
+  }
+  return [...drafts.values()].map(({ ok, invoke, validUntil, releasedAt }) => ({
+    token: ok.token!,
+    proc: ok.proc,
+    worker: ok.worker,
+    resource: ok.resource!,
+    fence: ok.fence,
+    invokedAt: invoke?.t,
+    okAt: ok.t,
+    validUntil,
+    releasedAt,
+    end: releasedAt !== undefined && releasedAt < validUntil ? releasedAt : validUntil,
+  }));
+}
+
+const hasWindow = (hold: Hold) => hold.end > hold.okAt;
+
+function holder(hold: Hold): string {
+  return `${hold.proc}/${hold.worker} (fence ${hold.fence ?? '-'}, token ${hold.token.slice(0, 8)})`;
+}
+
+function checkValidity(events: readonly HistoryEvent[], holds: readonly Hold[], slackMs: number, out: Violation[]): void {
+  const okEvents = new Map(events.filter((e) => e.op === 'acquire' && e.phase === 'ok').map((e) => [e.token!, e]));
+  for (const hold of holds) {
+    if (hold.validUntil <= hold.okAt) {
+      // (remainingMs() stops at 0, so how long ago it ran out is not known: no excess check either.)
+      out.push({
+        kind: 'no-validity',
+        resource: hold.resource,
+        at: hold.okAt,
+        message: `${holder(hold)} was handed a lock whose validity had already run out`,
+      });
+      continue;
+    }
+    const ok = okEvents.get(hold.token)!;
+    if (!ok.single || hold.invokedAt === undefined || ok.ttl === undefined) continue;
+    // validUntil = start + ttl - (end - start) - drift, with invoke <= start and end <= ok.
+    const drift = Math.round(ok.ttl * (ok.driftFactor ?? 0.01)) + 2;
+    const elapsed = hold.okAt - hold.invokedAt;
+    const bound = hold.invokedAt + nsFromMs(ok.ttl - drift) - elapsed + nsFromMs(slackMs);
+    if (hold.validUntil > bound) {
+      out.push({
+        kind: 'validity-excess',
+        resource: hold.resource,
+        at: hold.okAt,
+        message:
+          `${holder(hold)}: a ${ok.ttl} ms lock taken in ${ms(elapsed).toFixed(1)} ms promised validity until ` +
+          `${ms(hold.validUntil - hold.invokedAt).toFixed(1)} ms after the call, more than ttl - drift - elapsed allows`,
+      });
+    }
+  }
+}
+
+function checkOverlaps(holds: readonly Hold[], out: Violation[]): void {
+  for (const [resource, list] of groupBy(holds.filter(hasWindow), (h) => h.resource)) {
+    list.sort((a, b) => (a.okAt < b.okAt ? -1 : a.okAt > b.okAt ? 1 : 0));
+    let reach: Hold | undefined; // the window, among those started so far, that ends last
+    for (const hold of list) {
+      if (reach && hold.okAt < reach.end) {
+        out.push({
+          kind: 'overlap',
+          resource,
+          at: hold.okAt,
+          message:
+            `${holder(hold)} got the lock while ${holder(reach)} could still rely on it for ` +
+            `${ms(reach.end - hold.okAt).toFixed(1)} ms`,
+        });
+      }
+      if (!reach || hold.end > reach.end) reach = hold;
+    }
+  }
+}
+
+function checkFenceOrder(holds: readonly Hold[], out: Violation[]): void {
+  const fenced = holds.filter((h) => hasWindow(h) && h.fence !== undefined);
+  for (const [resource, list] of groupBy(fenced, (h) => h.resource)) {
+    list.sort((a, b) => (a.okAt < b.okAt ? -1 : a.okAt > b.okAt ? 1 : 0));
+    for (let i = 1; i < list.length; i++) {
+      const [before, after] = [list[i - 1]!, list[i]!];
+      if (after.fence! <= before.fence!) {
+        out.push({
+          kind: 'fence-order',
+          resource,
+          at: after.okAt,
+          message: `${holder(after)} got fence ${after.fence}, not above ${before.fence} of the holder before it, ${holder(before)}`,
+        });
+      }
+    }
+  }
+}
+
+function checkStore(events: readonly HistoryEvent[], out: Violation[]) {
+  const ops = events.filter((e) => e.op === 'store-read' || e.op === 'store-write');
+  let writesAccepted = 0;
+  let writesRejected = 0;
+  let plainWrites = 0;
+  for (const [resource, list] of groupBy(ops, (e) => e.resource ?? '')) {
+    list.sort((a, b) => a.seq! - b.seq!);
+    let maxFence = Number.NEGATIVE_INFINITY;
+    let maxToken: string | undefined;
+    let value = 0;
+    let plain = 0;
+    let accepted = 0;
+    let plainCount = 0;
+    let chainBroken = false;
+    for (const op of list) {
+      if (op.accepted) {
+        const stale = op.fence! < maxFence || (op.fence === maxFence && op.token !== maxToken);
+        if (stale) {
+          out.push({
+            kind: 'stale-accepted',
+            resource,
+            at: op.t,
+            message: `the store accepted a ${op.op === 'store-read' ? 'read' : 'write'} with fence ${op.fence} after fence ${maxFence}`,
+          });
+        }
+        if (op.fence! > maxFence) {
+          maxFence = op.fence!;
+          maxToken = op.token;
+        }
+      }
+      if (op.op !== 'store-write') continue;
+      if (op.accepted) {
+        writesAccepted++;
+        accepted++;
+        if (op.value !== value + 1) {
+          chainBroken = true;
+          out.push({
+            kind: 'lost-update-fenced',
+            resource,
+            at: op.t,
+            message: `an accepted write (fence ${op.fence}) stored ${op.value} over ${value}: an update was lost`,
+          });
+        }
+        value = op.value!;
+      } else {
+        writesRejected++;
+      }
+      if (op.plain !== undefined) {
+        plainWrites++;
+        plainCount++;
+        if (op.plain !== plain + 1) {
+          chainBroken = true;
+          out.push({
+            kind: 'lost-update',
+            resource,
+            at: op.t,
+            message: `a write under the lock (token ${op.token?.slice(0, 8)}) stored ${op.plain} over ${plain}: an update was lost`,
+          });
+        }
+        plain = op.plain;
+      }
+    }
+    const final = events.find((e) => e.op === 'final' && e.resource === resource);
+    if (final && !chainBroken && (final.value !== accepted || final.plain !== plainCount)) {
+      out.push({
+        kind: final.plain !== plainCount ? 'lost-update' : 'lost-update-fenced',
+        resource,
+        at: final.t,
+        message: `final values ${final.value} / ${final.plain} after ${accepted} accepted writes / ${plainCount} writes under the lock`,
+      });
+    }
+  }
+  return { writesAccepted, writesRejected, plainWrites };
+}
+
+function groupBy<T>(items: readonly T[], key: (item: T) => string): Map<string, T[]> {
+  const groups = new Map<string, T[]>();
+  for (const item of items) {
+    const k = key(item);
+    let list = groups.get(k);
+    if (!list) groups.set(k, (list = []));
+    list.push(item);
+  }
+  return groups;
+}
+
+function describe(event: HistoryEvent): string {
+  return JSON.stringify(event, (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v));
+}
+
+/** A few lines a human can act on: counts per kind and the first violations. */
+export function summarize(result: CheckResult, limit = 5): string {
+  const kinds = VIOLATION_KINDS.filter((k) => result.counts[k] > 0).map((k) => `${k}: ${result.counts[k]}`);
+  const head = `${result.stats.holds} holds, ${result.violations.length} violations${kinds.length ? ` (${kinds.join(', ')})` : ''}`;
+  return [head, ...result.violations.slice(0, limit).map((v) => `  [${v.kind}] ${v.resource}: ${v.message}`)].join('\n');
+}

@@ -1,0 +1,83 @@
+import type { HistoryEvent } from './history.js';
+import type { StoreReply, StoreRequest } from './fenced-store.js';
+
+/**
+ * What the test process and its worker processes say to each other over the IPC channel
+ * (`serialization: 'advanced'`, so bigints and -Infinity cross as they are).
+ */
+
+/** The engine options a worker may be given: the JSON-safe part of RedlockOptions. */
+export interface EngineSettings {
+  restartQuarantineMs?: number | false;
+  nodeTimeoutMs?: number;
+  fenceTimeFloor?: boolean;
+  driftFactor?: number;
+  retryDelayMs?: number;
+  retryJitterMs?: number;
+  wakeups?: boolean;
+}
+
+export interface WorkerConfig {
+  /** Label of this process in the history. */
+  proc: string;
+  /** One URL per master, in fleet order (direct, or through a proxy). */
+  urls: string[];
+  /** Async workers in this process. */
+  workers: number;
+  /** Worker i locks resources[i % length]. */
+  resources: string[];
+  /**
+   * loop: acquire, read, (hold), (extend), write, release, again.
+   * stall: like loop, but blocks its own event loop for stallMs while holding, then writes late.
+   * probe: tryAcquire on a fresh resource each time, for timing; no store.
+   * herd: one loop cycle per worker at each `go` instant the test sends.
+   */
+  mode: 'loop' | 'stall' | 'probe' | 'herd';
+  /** Each cycle picks one of these at random. */
+  ttlMs: number[];
+  engine: EngineSettings;
+  /** One engine (with its own connections) per async worker instead of one per process. */
+  separateEngines?: boolean;
+  /** One round per attempt (tryAcquire) with the worker's own jittered back-off. */
+  single?: boolean;
+  waitTimeoutMs?: number;
+  /** Upper bound of a random time spent inside the lock between read and write. */
+  holdMs?: number;
+  /** Upper bound of a random pause between cycles. */
+  pauseMs?: number;
+  /** Extend the lock once per cycle, before the write. */
+  extend?: boolean;
+  /** Write the unfenced counter only with at least this much validity left (default max(ttl/4, 100)). */
+  writeMarginMs?: number;
+  /** Before one operation per cycle, have the test lose that operation's reply on one master. */
+  lossyReplies?: boolean;
+  /** stall mode: how long to block the event loop while holding. */
+  stallMs?: number;
+}
+
+export interface WorkerSummary {
+  proc: string;
+  cycles: number;
+  acquireFailures: number;
+}
+
+export type RequestKind = 'store' | 'lose-reply' | 'restore';
+
+export interface LoseReplyRequest {
+  master: number;
+  op: 'acquire' | 'extend' | 'release';
+}
+
+export type ChildMessage =
+  | { type: 'ready' }
+  | { type: 'events'; events: HistoryEvent[] }
+  | { type: 'request'; id: number; kind: 'store'; body: StoreRequest }
+  | { type: 'request'; id: number; kind: 'lose-reply' | 'restore'; body: LoseReplyRequest }
+  | { type: 'herd-done'; episode: number }
+  | { type: 'done'; summary: WorkerSummary }
+  | { type: 'fatal'; error: string };
+
+export type ParentMessage =
+  | { type: 'reply'; id: number; body: StoreReply | null }
+  | { type: 'go'; at: bigint; episode: number }
+  | { type: 'stop' };

@@ -1,0 +1,403 @@
+/**
+ * A worker process of the safety suite (started by SafetyRun.spawn, compiled on load by
+ * test/support/ts-loader). It runs `workers` async loops that take the lock and, inside it, read-modify-write
+ * the fenced store that lives in the test process; it records every operation with
+ * process.hrtime.bigint() and sends the events to the test process in batches.
+ */
+import { once } from 'node:events';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Redis } from 'ioredis';
+import { autoExtend, Redlock, RedlockError, type Lock, type QuarantineNotice } from '../../../lib/core/index.js';
+import { connectMasters, disconnectAll } from '../../support/masters.js';
+import type { StoreReply, StoreRequest } from './fenced-store.js';
+import { now, nsFromMs, type HistoryEvent } from './history.js';
+import type { ChildMessage, LoseReplyRequest, ParentMessage, WorkerConfig } from './protocol.js';
+
+const config = JSON.parse(process.argv[2]!) as WorkerConfig;
+const { proc } = config;
+
+// ---------------------------------------------------------------- talking to the test process
+
+function send(message: ChildMessage): void {
+  if (process.connected) process.send!(message);
+}
+
+const pending: HistoryEvent[] = [];
+let flushQueued = false;
+
+function record(event: Omit<HistoryEvent, 'proc' | 't'> & { t?: bigint }): void {
+  pending.push({ proc, t: event.t ?? now(), ...event });
+  if (!flushQueued) {
+    flushQueued = true;
+    setImmediate(flush);
+  }
+}
+
+function flush(): void {
+  flushQueued = false;
+  if (pending.length > 0) send({ type: 'events', events: pending.splice(0) });
+}
+
+let requestIds = 0;
+const replies = new Map<number, (body: StoreReply | null) => void>();
+
+function ask(kind: 'store', body: StoreRequest): Promise<StoreReply>;
+function ask(kind: 'lose-reply' | 'restore', body: LoseReplyRequest): Promise<null>;
+function ask(kind: 'store' | 'lose-reply' | 'restore', body: StoreRequest | LoseReplyRequest): Promise<StoreReply | null> {
+  const id = ++requestIds;
+  send({ type: 'request', id, kind, body } as ChildMessage);
+  return new Promise((resolve) => replies.set(id, resolve));
+}
+
+const stopping = new AbortController();
+const goListeners = new Set<(at: bigint, episode: number) => void>();
+
+process.on('message', (message: ParentMessage) => {
+  if (message.type === 'reply') {
+    replies.get(message.id)?.(message.body);
+    replies.delete(message.id);
+  } else if (message.type === 'stop') {
+    stopping.abort(new Error('stopped by the test'));
+  } else if (message.type === 'go') {
+    for (const listener of goListeners) listener(message.at, message.episode);
+  }
+});
+// The test process went away: nothing left to report to.
+process.on('disconnect', () => process.exit());
+
+// ---------------------------------------------------------------- engines
+
+interface Engine {
+  redlock: Redlock;
+  clients: Redis[];
+}
+
+const engines: Engine[] = [];
+
+async function newEngine(): Promise<Engine> {
+  const clients = await connectMasters(config.urls);
+  const redlock = new Redlock(clients, { ...config.engine, logger: { warn: () => {} } });
+  redlock.on('quarantine', (notice: QuarantineNotice) =>
+    record({ worker: -1, op: 'quarantine', phase: 'ok', note: `${notice.node} ${notice.reason} ${Math.round(notice.remainingMs)} ms` }),
+  );
+  const engine = { redlock, clients };
+  engines.push(engine);
+  return engine;
+}
+
+// ---------------------------------------------------------------- helpers
+
+const pick = <T>(list: readonly T[]): T => list[Math.floor(Math.random() * list.length)]!;
+const random = (max: number | undefined) => (max ? Math.random() * max : 0);
+
+function codeOf(error: unknown): string {
+  if (error instanceof RedlockError) return error.code;
+  return error instanceof Error ? error.constructor.name : typeof error;
+}
+
+function messageOf(error: unknown): string {
+  return (error instanceof Error ? error.message : String(error)).slice(0, 400);
+}
+
+/** Where the lock's validity ends on the shared clock. remainingMs first: never understates it. */
+function validUntil(lock: Lock): bigint {
+  const remaining = lock.remainingMs();
+  return now() + nsFromMs(remaining);
+}
+
+let cycles = 0;
+let acquireFailures = 0;
+
+interface Cycle {
+  worker: number;
+  resource: string;
+  ttl: number;
+  id: string;
+}
+
+let opIds = 0;
+function newCycle(worker: number, resource: string): Cycle {
+  return { worker, resource, ttl: pick(config.ttlMs), id: `${proc}:${worker}:${++opIds}` };
+}
+
+async function acquire(engine: Engine, cycle: Cycle): Promise<Lock | undefined> {
+  const { worker, resource, ttl, id } = cycle;
+  const single = config.single === true;
+  record({ worker, op: 'acquire', phase: 'invoke', id, resource, ttl, single });
+  try {
+    const lock = single
+      ? await engine.redlock.tryAcquire(resource, ttl, { fencing: true })
+      : await engine.redlock.acquire(resource, ttl, {
+          fencing: true,
+          signal: stopping.signal,
+          waitTimeoutMs: config.waitTimeoutMs ?? 10_000,
+        });
+    if (!lock) {
+      acquireFailures++;
+      record({ worker, op: 'acquire', phase: 'fail', id, resource, code: 'LOCK_HELD' });
+      return undefined;
+    }
+    record({
+      worker,
+      op: 'acquire',
+      phase: 'ok',
+      id,
+      resource,
+      ttl,
+      single,
+      driftFactor: engine.redlock.options.driftFactor,
+      token: lock.token,
+      fence: lock.fence,
+      validUntil: validUntil(lock),
+    });
+    return lock;
+  } catch (error) {
+    acquireFailures++;
+    record({ worker, op: 'acquire', phase: 'fail', id, resource, code: codeOf(error), error: messageOf(error) });
+    return undefined;
+  }
+}
+
+async function storeOp(cycle: Cycle, lock: Lock, op: 'read' | 'write', values: { value?: number; plain?: number } = {}) {
+  const { worker, resource } = cycle;
+  const id = `${cycle.id}:${op}`;
+  record({ worker, op, phase: 'invoke', id, resource, token: lock.token, fence: lock.fence, ...values });
+  const reply = await ask('store', { op, resource, fence: lock.fence!, token: lock.token, proc, worker, ...values });
+  record({
+    worker,
+    op,
+    phase: reply.accepted ? 'ok' : 'fail',
+    id,
+    resource,
+    token: lock.token,
+    fence: lock.fence,
+    seq: reply.seq,
+    value: reply.value,
+    plain: reply.plain,
+    ...(reply.accepted ? {} : { code: 'STALE_FENCE', note: `store had seen fence ${reply.highestFence}` }),
+  });
+  return reply;
+}
+
+/** The read-modify-write: the fenced value always, the unfenced one only while the lock is trustworthy. */
+async function readModifyWrite(cycle: Cycle, lock: Lock, beforeWrite?: () => Promise<void>): Promise<void> {
+  const read = await storeOp(cycle, lock, 'read');
+  if (!read.accepted) return;
+  if (config.holdMs) await sleep(random(config.holdMs));
+  await beforeWrite?.();
+  const margin = config.writeMarginMs ?? Math.max(cycle.ttl / 4, 100);
+  const trusted = lock.remainingMs() > margin;
+  await storeOp(cycle, lock, 'write', { value: read.value + 1, ...(trusted ? { plain: read.plain + 1 } : {}) });
+}
+
+async function extend(cycle: Cycle, lock: Lock): Promise<void> {
+  const { worker, resource, ttl } = cycle;
+  const id = `${cycle.id}:extend`;
+  record({ worker, op: 'extend', phase: 'invoke', id, resource, token: lock.token, ttl });
+  try {
+    await lock.extend(ttl);
+    record({ worker, op: 'extend', phase: 'ok', id, resource, token: lock.token, validUntil: validUntil(lock) });
+  } catch (error) {
+    record({ worker, op: 'extend', phase: 'fail', id, resource, token: lock.token, code: codeOf(error), error: messageOf(error) });
+  }
+}
+
+async function release(cycle: Cycle, lock: Lock): Promise<void> {
+  const { worker, resource } = cycle;
+  const id = `${cycle.id}:release`;
+  record({ worker, op: 'release', phase: 'invoke', id, resource, token: lock.token });
+  try {
+    const result = await lock.release();
+    record({
+      worker,
+      op: 'release',
+      phase: 'ok',
+      id,
+      resource,
+      token: lock.token,
+      releasedOn: result.releasedOn,
+      heldUntilRelease: result.heldUntilRelease,
+    });
+  } catch (error) {
+    // release() is documented never to throw: that it did is worth seeing in the history.
+    record({ worker, op: 'release', phase: 'unknown', id, resource, token: lock.token, code: codeOf(error), error: messageOf(error) });
+  }
+}
+
+async function backOff(): Promise<void> {
+  await sleep(20 + Math.random() * 50, undefined, { signal: stopping.signal }).catch(() => {});
+}
+
+// ---------------------------------------------------------------- one cycle per mode
+
+const LOSSY_OPS = ['acquire', 'extend', 'release'] as const;
+let lossyTurn = 0;
+
+/** With `lossyReplies`: loses the reply of `op` on one master, if it is this cycle's turn. */
+async function lossy<T>(op: LoseReplyRequest['op'], turn: LoseReplyRequest['op'] | undefined, run: () => Promise<T>): Promise<T> {
+  if (op !== turn) return run();
+  const request = { master: Math.floor(Math.random() * config.urls.length), op };
+  await ask('lose-reply', request);
+  try {
+    return await run();
+  } finally {
+    await ask('restore', request);
+  }
+}
+
+async function loopCycle(engine: Engine, worker: number, resource: string): Promise<boolean> {
+  const cycle = newCycle(worker, resource);
+  const turn = config.lossyReplies ? LOSSY_OPS[lossyTurn++ % LOSSY_OPS.length] : undefined;
+  const lock = await lossy('acquire', turn, () => acquire(engine, cycle));
+  if (!lock) return false;
+  try {
+    await readModifyWrite(cycle, lock, config.extend ? () => lossy('extend', turn, () => extend(cycle, lock)) : undefined);
+  } finally {
+    await lossy('release', turn, () => release(cycle, lock));
+  }
+  cycles++;
+  return true;
+}
+
+async function stallCycle(engine: Engine, worker: number, resource: string): Promise<boolean> {
+  const cycle = newCycle(worker, resource);
+  const lock = await acquire(engine, cycle);
+  if (!lock) return false;
+  const stopExtending = autoExtend(lock, cycle.ttl);
+  try {
+    const read = await storeOp(cycle, lock, 'read');
+    if (!read.accepted) return true;
+    const stallMs = config.stallMs!;
+    // The deadline as it stands now (an early automatic extension would have moved it).
+    record({ worker, op: 'extend', phase: 'ok', id: `${cycle.id}:as-of-stall`, resource, token: lock.token, validUntil: validUntil(lock), note: 'deadline when the stall began' });
+    record({ worker, op: 'stall', phase: 'invoke', id: `${cycle.id}:stall`, resource, token: lock.token, fence: lock.fence, note: `${stallMs} ms` });
+    const until = now() + nsFromMs(stallMs);
+    while (now() < until) {
+      // A synchronous stall, as a long GC pause or CPU-bound work would cause: no timer, no
+      // extension, no I/O can run in this process meanwhile.
+    }
+    // Back in the event loop: the lost-lock signal should now fire (deadline timer or refused extension).
+    const signal = lock.signal;
+    const fired =
+      signal.aborted ||
+      (await Promise.race([once(signal, 'abort').then(() => true), sleep(2_000).then(() => false)]));
+    const reason: unknown = signal.reason;
+    record({
+      worker,
+      op: 'stall',
+      phase: fired ? 'ok' : 'fail',
+      id: `${cycle.id}:stall`,
+      resource,
+      token: lock.token,
+      fence: lock.fence,
+      signalFired: fired,
+      code: reason === undefined ? undefined : codeOf(reason),
+      error: reason === undefined ? undefined : messageOf(reason),
+    });
+    // A client that ignores the signal writes anyway: the fence must make the store refuse it.
+    await storeOp(cycle, lock, 'write', { value: read.value + 1 });
+  } finally {
+    stopExtending();
+    await release(cycle, lock);
+  }
+  cycles++;
+  return true;
+}
+
+let probes = 0;
+async function probeCycle(engine: Engine, worker: number): Promise<void> {
+  const resource = `probe:${proc}:${++probes}`;
+  const ttl = pick(config.ttlMs);
+  const id = `${proc}:${worker}:probe:${probes}`;
+  record({ worker, op: 'probe', phase: 'invoke', id, resource, ttl });
+  let lock: Lock | null = null;
+  try {
+    lock = await engine.redlock.tryAcquire(resource, ttl);
+    record({ worker, op: 'probe', phase: lock ? 'ok' : 'fail', id, resource, ...(lock ? {} : { code: 'LOCK_HELD' }) });
+  } catch (error) {
+    record({ worker, op: 'probe', phase: 'fail', id, resource, code: codeOf(error), error: messageOf(error) });
+  }
+  if (lock) {
+    record({ worker, op: 'probe-release', phase: 'invoke', id: `${id}:release`, resource });
+    const result = await lock.release();
+    record({ worker, op: 'probe-release', phase: 'ok', id: `${id}:release`, resource, releasedOn: result.releasedOn });
+  }
+}
+
+// ---------------------------------------------------------------- main
+
+async function runLoops(engineFor: (worker: number) => Engine): Promise<void> {
+  const loops = Array.from({ length: config.workers }, async (_, worker) => {
+    const engine = engineFor(worker);
+    const resource = config.resources[worker % config.resources.length]!;
+    while (!stopping.signal.aborted) {
+      if (config.mode === 'probe') {
+        await probeCycle(engine, worker);
+      } else {
+        const held = config.mode === 'stall' ? await stallCycle(engine, worker, resource) : await loopCycle(engine, worker, resource);
+        if (!held) await backOff();
+      }
+      if (config.pauseMs) await sleep(random(config.pauseMs), undefined, { signal: stopping.signal }).catch(() => {});
+    }
+  });
+  await Promise.all(loops);
+}
+
+async function runHerd(engineFor: (worker: number) => Engine): Promise<void> {
+  const episodes: Promise<void>[] = [];
+  goListeners.add((at, episode) => {
+    episodes.push(
+      (async () => {
+        // Sleep until just before the instant, then spin: every worker of every process starts
+        // its acquire at the same microsecond, give or take the scheduler.
+        const lead = Number(at - now()) / 1e6 - 3;
+        if (lead > 0) await sleep(lead);
+        while (now() < at) {
+          /* spin */
+        }
+        await Promise.all(
+          Array.from({ length: config.workers }, async (_, worker) => {
+            const resource = config.resources[worker % config.resources.length]!;
+            while (!stopping.signal.aborted && !(await loopCycle(engineFor(worker), worker, resource))) await backOff();
+          }),
+        );
+        flush();
+        send({ type: 'herd-done', episode });
+      })(),
+    );
+  });
+  send({ type: 'ready' });
+  await once(stopping.signal, 'abort');
+  await Promise.all(episodes);
+}
+
+async function main(): Promise<void> {
+  const count = config.separateEngines ? config.workers : 1;
+  const list = await Promise.all(Array.from({ length: count }, () => newEngine()));
+  const engineFor = (worker: number) => list[config.separateEngines ? worker : 0]!;
+  if (config.mode === 'herd') {
+    await runHerd(engineFor);
+  } else {
+    send({ type: 'ready' });
+    await runLoops(engineFor);
+  }
+  for (const { redlock, clients } of engines) {
+    (redlock as { close?: () => void }).close?.();
+    disconnectAll(clients);
+  }
+}
+
+/** Sends the last events and `message`, and leaves once they are out. */
+function finish(message: ChildMessage): void {
+  flush();
+  if (!process.connected) return;
+  process.send!(message, () => process.disconnect());
+}
+
+main().then(
+  () => finish({ type: 'done', summary: { proc, cycles, acquireFailures } }),
+  (error: unknown) => {
+    process.exitCode = 1;
+    finish({ type: 'fatal', error: error instanceof Error ? (error.stack ?? error.message) : String(error) });
+  },
+);
