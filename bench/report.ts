@@ -2,7 +2,7 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { createAdapter, LIBRARIES, OURS, type LibraryId } from './adapters/index.js';
 import type { Scenario } from './scenarios/scenario.js';
 import { describeClientOptions } from './support/clients.js';
-import { describeMachine, installedVersion } from './support/machine.js';
+import { describeMachine, installedVersion, type EngineSource } from './support/machine.js';
 import type { Results } from './support/results.js';
 import { bestPeer, evaluateTargets, type TargetRow } from './targets.js';
 
@@ -22,7 +22,7 @@ export interface ReportInput {
   /** 1-minute load average before and after: anything else running on the machine shows here. */
   load: [number, number];
   /** engineSource() at the start and the end of the run. */
-  engine: [string, string];
+  engine: [EngineSource, EngineSource];
 }
 
 export function renderReport({ results, scenarios, mode, reps, minutes, load, engine }: ReportInput): string {
@@ -37,9 +37,10 @@ export function renderReport({ results, scenarios, mode, reps, minutes, load, en
       'All libraries ran against the same 5 local redis-server masters, started once for the run, ' +
       'in an order rotated each repetition; every measurement is a fresh Node process.',
     '',
-    engine[0] === engine[1]
-      ? `Engine measured: ${engine[0]}.`
-      : `**The engine changed during the run**: ${engine[0]} at the start, ${engine[1]} at the end; repetitions may mix versions.`,
+    // Commits that touch only tests or docs leave the measured code as it was: compare the code.
+    engine[0].digest === engine[1].digest
+      ? `Engine measured: ${engine[1].label}.`
+      : `**The engine changed during the run**: ${engine[0].label} at the start, ${engine[1].label} at the end; repetitions may mix versions.`,
     '',
     '## Summary',
     '',

@@ -14,7 +14,7 @@ import { renderReport, updateReadme } from './report.js';
 import { SCENARIOS, scenarioById } from './scenarios/index.js';
 import type { Figures, Scenario } from './scenarios/scenario.js';
 import { nextMessage } from './support/ipc.js';
-import { engineSource } from './support/machine.js';
+import { engineSource, type EngineSource } from './support/machine.js';
 import { Results } from './support/results.js';
 
 /**
@@ -78,8 +78,8 @@ try {
 }
 
 const minutes = (Date.now() - started) / 60_000;
-const engine: [string, string] = [engineAtStart, engineSource()];
-if (engine[0] !== engine[1]) console.warn(`lib/ changed during the run: ${engine.join(' -> ')}`);
+const engine: [EngineSource, EngineSource] = [engineAtStart, engineSource()];
+if (engine[0].digest !== engine[1].digest) console.warn(`lib/ changed during the run: ${engine[0].label} -> ${engine[1].label}`);
 const report = renderReport({ results, scenarios, mode, reps, minutes, load: [loadAtStart, loadavg()[0]!], engine });
 writeFileSync(out, report);
 if (official) updateReadme(report);

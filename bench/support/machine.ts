@@ -38,7 +38,13 @@ export function installedVersion(packageName: string): string {
  * Which engine was measured: each measurement loads lib/ afresh, so an edit during the run would
  * mix versions. A digest of lib/ at the start and the end of the run shows whether that happened.
  */
-export function engineSource(): string {
+export interface EngineSource {
+  /** Hash of every lib/ source file: what decides whether the measured code changed. */
+  readonly digest: string;
+  readonly label: string;
+}
+
+export function engineSource(): EngineSource {
   const lib = new URL('lib/', ROOT);
   const files = (readdirSync(lib, { recursive: true }) as string[]).filter((f) => f.endsWith('.ts')).sort();
   const hash = createHash('sha256');
@@ -50,5 +56,6 @@ export function engineSource(): string {
   } catch {
     /* not a git checkout */
   }
-  return `lib/ digest ${hash.digest('hex').slice(0, 12)} (commit ${commit})`;
+  const digest = hash.digest('hex').slice(0, 12);
+  return { digest, label: `lib/ digest ${digest} (commit ${commit})` };
 }
