@@ -368,6 +368,9 @@ export class Redlock extends EventEmitter implements LockEngine {
       this.#localHolders.set(keys.join('\n'), lock);
       if (this.#held.size >= this.#pruneHeldAt) this.#pruneHeld();
       this.#acquisitions.set(lock, { round, waiter });
+      // Entries on masters that refused us would head their queues until they died (up to a
+      // ttl and a second): were this holder to crash, its successor would wait that long.
+      if (waiter.enlisted) this.#leaveQueues(resources, waiter);
       return { lock };
     }
     // Timed-out requests may still be applied, and a late grant may land on any node: clean

@@ -125,3 +125,17 @@ describe('hand-over between callers of one process', () => {
     expect(new Set(fences).size).toBe(15);
   });
 });
+
+describe('queue entries of a waiter that won', () => {
+  it('are withdrawn at once from masters that refused it, not left to head their queues', async () => {
+    const redlock = await engine();
+    const clients = opened.slice(-3);
+    // Master 0 refuses (another owner holds the key there); masters 1 and 2 grant: a split win.
+    await clients[0]!.set('redlock:split-win', 'someone-else', 'PX', 30_000);
+    const lock = await redlock.acquire('split-win', 30_000);
+    expect(await clients[1]!.get('redlock:split-win')).toBe(lock.token);
+    // Without the withdrawal the entry would live for the blocking key's 30 s and a second.
+    await expect.poll(() => clients[0]!.hlen('redlock-queue:split-win'), { timeout: 1_000, interval: 20 }).toBe(0);
+    await lock.release();
+  });
+});
