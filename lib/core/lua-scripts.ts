@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import type { RoundReply } from './quorum-round.js';
 
 export interface LuaScript {
   readonly name: string;
@@ -172,3 +173,19 @@ for i = 1, n do
 end
 return deleted`,
 );
+
+/** ACQUIRE_SCRIPT replies, as votes. */
+export function interpretAcquire(reply: unknown): RoundReply {
+  const [status, value] = reply as [number, number];
+  return { granted: status === 1, value: Number(value) };
+}
+
+/** EXTEND_SCRIPT and FENCE_SCRIPT replies. */
+export function grantedIfOne(reply: unknown): RoundReply {
+  return { granted: Number(reply) === 1 };
+}
+
+/** RELEASE_SCRIPT replies: keys deleted. */
+export function grantedIfPositive(reply: unknown): RoundReply {
+  return { granted: Number(reply) > 0 };
+}

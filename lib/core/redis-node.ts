@@ -1,5 +1,6 @@
 import type { Redis } from 'ioredis';
 import { monotonicNow } from './clock.js';
+import { InvalidArgumentError } from './errors.js';
 import type { LuaScript } from './lua-scripts.js';
 import { redactCredentials } from './redact.js';
 
@@ -119,4 +120,32 @@ export function nodeName(client: Redis): string {
 export function errorText(error: unknown): string {
   const text = error instanceof Error ? error.message : String(error);
   return redactCredentials(text);
+}
+
+/**
+ * The masters for an engine, checked: at least one, each an ioredis client, no client and no
+ * address twice.
+ */
+export function mastersFrom(clients: Redis | readonly Redis[]): RedisNode[] {
+  const list = (Array.isArray(clients) ? clients : [clients]) as readonly Redis[];
+  if (list.length === 0) throw new InvalidArgumentError('clients', clients, 'expected at least one Redis master');
+  const nodes: RedisNode[] = [];
+  const seen = new Map<string, number>();
+  list.forEach((client, index) => {
+    if (!client || typeof (client as Partial<Redis>).evalsha !== 'function') {
+      throw new InvalidArgumentError(`clients[${index}]`, client, 'expected an ioredis client');
+    }
+    if (list.indexOf(client) !== index) {
+      throw new InvalidArgumentError(`clients[${index}]`, 'the same client', `already given as clients[${list.indexOf(client)}]`);
+    }
+    const node = new RedisNode(client);
+    const earlier = seen.get(node.name);
+    if (earlier !== undefined) {
+      // Two databases of one server are not independent masters: one crash takes both votes.
+      throw new InvalidArgumentError(`clients[${index}]`, node.name, `same address as clients[${earlier}]`);
+    }
+    seen.set(node.name, index);
+    nodes.push(node);
+  });
+  return nodes;
 }

@@ -5,7 +5,6 @@ import { monotonicNow, validityLeftMs } from './clock.js';
 import {
   AcquireAbortedError,
   ExtensionLimitError,
-  InvalidArgumentError,
   isFailure,
   LockHeldError,
   LockLostError,
@@ -15,9 +14,19 @@ import {
 import { Lock, type LockEngine, type ReleaseResult } from './lock.js';
 import { currentScope, LockSession } from './lock-session.js';
 import { nextFence } from './fence.js';
-import { ACQUIRE_SCRIPT, EXTEND_SCRIPT, FENCE_SCRIPT, RELEASE_SCRIPT, type LuaScript } from './lua-scripts.js';
+import {
+  ACQUIRE_SCRIPT,
+  EXTEND_SCRIPT,
+  FENCE_SCRIPT,
+  grantedIfOne,
+  grantedIfPositive,
+  interpretAcquire,
+  RELEASE_SCRIPT,
+  type LuaScript,
+} from './lua-scripts.js';
 import { inFlight, runRound, type RoundReply, type RoundResult } from './quorum-round.js';
-import { RedisNode } from './redis-node.js';
+import { mastersFrom, type RedisNode } from './redis-node.js';
+import { LocalHandOver, lineOf } from './local-hand-over.js';
 import { LocalQueue } from './local-queue.js';
 import { ReleaseWakeups } from './release-wakeups.js';
 import { RestartQuarantine, type QuarantineNotice } from './restart-quarantine.js';
@@ -61,13 +70,6 @@ const QUEUE_ENTRY_STAY_MS = 1_000;
  * about a second instead of waiting out their whole budget.
  */
 const UNREACHABLE_RETRIES = 2;
-/**
- * At most this many times in a row may a lock pass between callers of one process before a real
- * release gives the other processes their turn (fewer when fewer were in line): a process's
- * waiters are served as one batch, which keeps each waiter's wait near that of a perfect queue
- * while most hand-overs cost nothing.
- */
-const HAND_OVER_BATCH = 8;
 
 /**
  * The Redlock algorithm over N independent Redis masters: a lock is held when a majority
@@ -90,16 +92,7 @@ export class Redlock extends EventEmitter implements LockEngine {
   readonly #quarantine: RestartQuarantine | undefined;
   readonly #wakeups: ReleaseWakeups | undefined;
   readonly #localQueue = new LocalQueue();
-  /** Per line of local callers: the head, while it sleeps waiting for the lock. */
-  readonly #sleepingHeads = new Map<string, Waiter>();
-  /**
-   * Per line: how many times in a row the lock went from caller to caller inside this process,
-   * and how many it may: the callers already in line when the streak began, so that nobody is
-   * served twice in one streak while other processes wait.
-   */
-  readonly #handOvers = new Map<string, { count: number; limit: number }>();
-  /** Per line: the lock a caller of this process holds, so the next one need not ask the masters. */
-  readonly #localHolders = new Map<string, Lock>();
+  readonly #handOver = new LocalHandOver(this, this.#localQueue);
 
   constructor(clients: Redis | readonly Redis[], options: RedlockOptions = {}) {
     super();
@@ -108,7 +101,7 @@ export class Redlock extends EventEmitter implements LockEngine {
     if (window !== false) {
       this.#quarantine = new RestartQuarantine(window, (notice) => this.#onQuarantine(notice));
     }
-    this.nodes = toNodes(clients);
+    this.nodes = mastersFrom(clients);
     // Ask every master who it is now, so the first acquire does not pay that round trip; a
     // master that cannot answer yet is asked again at its first vote.
     for (const node of this.nodes) this.#quarantine?.admit(node)?.catch(() => {});
@@ -145,7 +138,7 @@ export class Redlock extends EventEmitter implements LockEngine {
     const fencing = options.fencing ?? this.options.fencing;
     const keys = list.map((resource) => this.options.keyPrefix + resource);
     const giveUpAt = monotonicNow() + wait.waitTimeoutMs;
-    const line = keys.join('\n');
+    const line = lineOf(keys);
 
     // A caller that will not wait (tryAcquire, retryCount 0) does not wait in line either.
     const waits = queues && wait.retryCount > 0;
@@ -159,16 +152,14 @@ export class Redlock extends EventEmitter implements LockEngine {
       for (;;) {
         attempt++;
         if (options.signal?.aborted) throw new AcquireAbortedError(list, options.signal.reason);
-        const holder = this.#localHolders.get(line);
-        if (attempt === 1 && waits && !fencing && holder && holder.remainingMs() > 0) {
+        const holder = this.#handOver.holderOf(line);
+        if (attempt === 1 && waits && !fencing && holder) {
           // Held in this process: asking the masters would only be refused. Wait for the holder.
-          this.#sleepingHeads.set(line, waiter);
+          const standBy = () => waiter.standBy(Math.min(giveUpAt - monotonicNow(), holder.remainingMs()));
           try {
-            await waiter.standBy(Math.min(giveUpAt - monotonicNow(), holder.remainingMs()));
+            await this.#handOver.asleep(line, waiter, standBy);
           } catch {
             throw new AcquireAbortedError(list, options.signal?.reason);
-          } finally {
-            if (this.#sleepingHeads.get(line) === waiter) this.#sleepingHeads.delete(line);
           }
           if (waiter.handed) return waiter.handed;
         }
@@ -183,14 +174,12 @@ export class Redlock extends EventEmitter implements LockEngine {
           throw result.error;
         }
         // Asleep, this head can be handed the lock by a caller of this process releasing it.
-        if (!fencing && queues) this.#sleepingHeads.set(line, waiter);
+        const pause = () => waiter.pause(result.error, left);
         try {
-          await waiter.pause(result.error, left);
+          await (!fencing && queues ? this.#handOver.asleep(line, waiter, pause) : pause());
         } catch {
           this.#leaveQueues(list, waiter);
           throw new AcquireAbortedError(list, options.signal?.reason);
-        } finally {
-          if (this.#sleepingHeads.get(line) === waiter) this.#sleepingHeads.delete(line);
         }
         if (waiter.handed) return waiter.handed;
       }
@@ -213,11 +202,28 @@ export class Redlock extends EventEmitter implements LockEngine {
   }
 
   /** A waiter that gives up leaves the masters' queues at once instead of blocking them until its entry dies. */
-  #leaveQueues(resources: readonly string[], waiter: Waiter): void {
+  #leaveQueues(resources: readonly string[], waiter: Waiter, nodes: readonly RedisNode[] = this.nodes): void {
     if (!waiter.id) return;
-    for (const node of this.nodes) {
+    for (const node of nodes) {
       for (const resource of resources) node.client.hdel(this.options.queueKeyPrefix + resource, waiter.id).catch(() => {});
     }
+  }
+
+  /**
+   * After a win: entries on masters that refused us would head their queues until they died
+   * (up to a ttl and a second), so were this holder to crash its successor would wait that long.
+   * Withdraws them now, and on stragglers when their refusal lands.
+   */
+  #withdrawWhereRefused(resources: readonly string[], waiter: Waiter, round: RoundResult): void {
+    if (!waiter.id) return;
+    if (waiter.enlisted) this.#leaveQueues(resources, waiter);
+    round.outcomes.forEach((outcome, index) => {
+      if (outcome.status !== 'pending' && outcome.status !== 'timeout') return;
+      const node = this.nodes[index]!;
+      inFlight(round, index)?.then(() => {
+        if (outcome.status === 'refused') this.#leaveQueues(resources, waiter, [node]);
+      });
+    });
   }
 
   /**
@@ -322,16 +328,18 @@ export class Redlock extends EventEmitter implements LockEngine {
   async releaseLock(lock: Lock): Promise<ReleaseResult> {
     this.#held.delete(lock);
     const acquisition = this.#acquisitions.get(lock);
-    if (acquisition && this.#handOver(lock, acquisition)) {
+    const passed = acquisition && this.#handOver.offer(lock);
+    if (passed) {
+      this.#held.add(passed.handed);
+      // The new holder's queue entries are cleared by its own release; the old holder's, now.
+      if (enlisted(acquisition)) this.#leaveQueues(lock.resources, acquisition.waiter);
+      this.#acquisitions.set(passed.handed, { round: acquisition.round, waiter: passed.to });
       return { releasedOn: 0, heldUntilRelease: true, nodes: [], handedOver: true };
     }
-    const line = lock.keys.join('\n');
-    this.#handOvers.delete(line);
-    if (this.#localHolders.get(line) === lock) this.#localHolders.delete(line);
+    this.#handOver.released(lock);
     const waiterId = acquisition && enlisted(acquisition) ? acquisition.waiter.id : '';
     const round = await this.releaseKeys(lock.resources, lock.keys, lock.token, lock.ttlMs, acquisition?.round, waiterId);
-    // The next caller of this process may be standing by without a place in the masters' queue.
-    this.#sleepingHeads.get(line)?.wakeNow();
+    this.#handOver.wakeNext(lock);
     return { releasedOn: round.granted, heldUntilRelease: round.granted >= this.quorum, nodes: round.outcomes };
   }
 
@@ -365,12 +373,10 @@ export class Redlock extends EventEmitter implements LockEngine {
     if (round.granted >= this.quorum && left > 0) {
       const lock = new Lock(this, resources, keys, token, ttlMs, end + left, fence);
       this.#held.add(lock);
-      this.#localHolders.set(keys.join('\n'), lock);
+      this.#handOver.held(lineOf(keys), lock);
       if (this.#held.size >= this.#pruneHeldAt) this.#pruneHeld();
       this.#acquisitions.set(lock, { round, waiter });
-      // Entries on masters that refused us would head their queues until they died (up to a
-      // ttl and a second): were this holder to crash, its successor would wait that long.
-      if (waiter.enlisted) this.#leaveQueues(resources, waiter);
+      this.#withdrawWhereRefused(resources, waiter, round);
       return { lock };
     }
     // Timed-out requests may still be applied, and a late grant may land on any node: clean
@@ -403,31 +409,6 @@ export class Redlock extends EventEmitter implements LockEngine {
     );
     const refusedBy = refusals.map((o) => o.node);
     return { error: new LockHeldError(resources, refusedBy, attempt, retryAfter), retryable: true };
-  }
-
-  /**
-   * Passes a released lock straight to the next caller of this process waiting for the same
-   * resources, while it still has half its ttl: the keys stay ours throughout, so no other
-   * process can slip in, and the waiter skips a release, a wake-up and an acquire round. Not
-   * for fenced locks (each holder needs a larger fence), and at most HAND_OVER_BATCH times in a
-   * row, after which a real release lets the masters' queue serve other processes.
-   */
-  #handOver(lock: Lock, acquisition: { round: RoundResult; waiter: Waiter }): boolean {
-    const line = lock.keys.join('\n');
-    const next = this.#sleepingHeads.get(line);
-    const streak = this.#handOvers.get(line) ?? { count: 0, limit: Math.min(HAND_OVER_BATCH, 1 + this.#localQueue.waiting(line)) };
-    const remaining = lock.remainingMs();
-    if (!next || lock.fence !== undefined || streak.count >= streak.limit || remaining < lock.ttlMs / 2) return false;
-    const handed = new Lock(this, lock.resources, lock.keys, lock.token, lock.ttlMs, monotonicNow() + remaining);
-    if (!next.offer(handed)) return false;
-    this.#sleepingHeads.delete(line);
-    this.#handOvers.set(line, { count: streak.count + 1, limit: streak.limit });
-    this.#held.add(handed);
-    this.#localHolders.set(line, handed);
-    // The new holder's queue entries are cleared by its own release; the old holder's, now.
-    if (enlisted(acquisition)) this.#leaveQueues(lock.resources, acquisition.waiter);
-    this.#acquisitions.set(handed, { round: acquisition.round, waiter: next });
-    return true;
   }
 
   /** Forgets locks that expired without a release (lost ones), at amortised O(1) per acquire. */
@@ -501,41 +482,4 @@ function enlisted(acquisition: { round: RoundResult; waiter: Waiter }): boolean 
 
 function defaultNodeTimeout(ttlMs: number): number {
   return Math.max(1, Math.min(MAX_DEFAULT_NODE_TIMEOUT_MS, Math.round(ttlMs / 10)));
-}
-
-function interpretAcquire(reply: unknown): RoundReply {
-  const [status, value] = reply as [number, number];
-  return { granted: status === 1, value: Number(value) };
-}
-
-function grantedIfOne(reply: unknown): RoundReply {
-  return { granted: Number(reply) === 1 };
-}
-
-function grantedIfPositive(reply: unknown): RoundReply {
-  return { granted: Number(reply) > 0 };
-}
-
-function toNodes(clients: Redis | readonly Redis[]): RedisNode[] {
-  const list = (Array.isArray(clients) ? clients : [clients]) as readonly Redis[];
-  if (list.length === 0) throw new InvalidArgumentError('clients', clients, 'expected at least one Redis master');
-  const nodes: RedisNode[] = [];
-  const seen = new Map<string, number>();
-  list.forEach((client, index) => {
-    if (!client || typeof (client as Partial<Redis>).evalsha !== 'function') {
-      throw new InvalidArgumentError(`clients[${index}]`, client, 'expected an ioredis client');
-    }
-    if (list.indexOf(client) !== index) {
-      throw new InvalidArgumentError(`clients[${index}]`, 'the same client', `already given as clients[${list.indexOf(client)}]`);
-    }
-    const node = new RedisNode(client);
-    const earlier = seen.get(node.name);
-    if (earlier !== undefined) {
-      // Two databases of one server are not independent masters: one crash takes both votes.
-      throw new InvalidArgumentError(`clients[${index}]`, node.name, `same address as clients[${earlier}]`);
-    }
-    seen.set(node.name, index);
-    nodes.push(node);
-  });
-  return nodes;
 }
