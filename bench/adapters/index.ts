@@ -1,15 +1,14 @@
 import type { LockAdapter } from './lock-adapter.js';
 import { NestjsRedlockAdapter } from './nestjs-redlock.js';
-import { NodeRedlockAdapter } from './node-redlock.js';
+import { RedlockApiAdapter } from './redlock-api.js';
 import { RedisSemaphoreAdapter } from './redis-semaphore.js';
 import { RedlockUniversalAdapter } from './redlock-universal.js';
-import { SesamecareRedlockAdapter } from './sesamecare-redlock.js';
 
 /** Ours first; the rest are the peers of the issue, compared with the best of them. */
 const FACTORIES = {
   'nestjs-redlock': () => new NestjsRedlockAdapter(),
-  redlock: () => new NodeRedlockAdapter(),
-  sesamecare: () => new SesamecareRedlockAdapter(),
+  redlock: () => RedlockApiAdapter.nodeRedlock(),
+  sesamecare: () => RedlockApiAdapter.sesamecare(),
   'redis-semaphore': () => new RedisSemaphoreAdapter(),
   'redlock-universal': () => new RedlockUniversalAdapter(),
 } satisfies Record<string, () => LockAdapter>;
