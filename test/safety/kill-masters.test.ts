@@ -1,8 +1,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { afterAll, beforeAll, expect, it } from 'vitest';
-import { RedisFleet } from '../support/redis-fleet.js';
+import { expect, it } from 'vitest';
 import { now } from './support/history.js';
-import { failures, runFor, SafetyRun, spread, timeoutFor } from './support/safety-run.js';
+import { failures, runFor, spread, timeoutFor } from './support/safety-run.js';
+import { scenarioFixture } from './support/scenario-fixture.js';
 import { attempts, loopWorker, range, shuffled, tally } from './support/scenario-kit.js';
 
 // Kill 2 of 5 masters mid-run: still safe and live. Kill a 3rd: typed quorum errors, never a
@@ -18,21 +18,11 @@ const PROGRESS = 5;
 /** ...and then the workers keep going that long under the same conditions. */
 const DWELL_MS = 500;
 
-let fleet: RedisFleet | undefined;
-let run: SafetyRun | undefined;
-
-beforeAll(async () => {
-  fleet = await RedisFleet.start(5);
-});
-
-afterAll(async () => {
-  await run?.dispose();
-  await fleet?.stopAll();
-});
+const fixture = scenarioFixture();
 
 it('stays safe and live with 2 of 5 masters down, fails typed with 3 down, and recovers', async () => {
-  const masters = fleet!;
-  run = new SafetyRun({
+  const masters = fixture.masters();
+  const scenario = fixture.start({
     id: 'kill-masters',
     title: 'Kill 2 of 5 masters, then a 3rd; bring them back empty',
     expected: 'safe',
@@ -40,7 +30,6 @@ it('stays safe and live with 2 of 5 masters down, fails typed with 3 down, and r
       '3 processes x 2 workers loop on one resource (ttl 1 s, quarantine on). Each episode: SIGKILL 2 random masters, ' +
       `then a 3rd for ${MAJORITY_DOWN_MS / 1000} s, then restart all 3 without their data (default fences: counter + time floor).`,
   });
-  const scenario = run;
   await Promise.all(range(3).map((p) => scenario.spawn(loopWorker(`w${p}`, masters.urls(), { resources: ['kill'], ttlMs: [TTL] }))));
 
   const progress = async (since: bigint, timeoutMs: number) => {

@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { afterAll, beforeAll, expect, it } from 'vitest';
-import { RedisFleet } from '../support/redis-fleet.js';
-import { failures, runFor, SafetyRun, spread, timeoutFor } from './support/safety-run.js';
+import { expect, it } from 'vitest';
+import { failures, runFor, spread, timeoutFor } from './support/safety-run.js';
+import { scenarioFixture } from './support/scenario-fixture.js';
 import { loopWorker, range, tally } from './support/scenario-kit.js';
 
 // The holder itself pauses: it blocks its event loop (as a long GC pause or CPU-bound work
@@ -19,21 +19,11 @@ const TTL = 500;
 const STALL_MS = TTL * 4;
 const SHORT_MS = 5_000;
 
-let fleet: RedisFleet | undefined;
-let run: SafetyRun | undefined;
-
-beforeAll(async () => {
-  fleet = await RedisFleet.start(5);
-});
-
-afterAll(async () => {
-  await run?.dispose();
-  await fleet?.stopAll();
-});
+const fixture = scenarioFixture();
 
 it('fires the paused holder’s signal, lets a second holder in, and the late write is rejected', async () => {
-  const masters = fleet!;
-  run = new SafetyRun({
+  const masters = fixture.masters();
+  const scenario = fixture.start({
     id: 'paused-holder',
     title: 'The holder blocks its event loop for 4x its ttl',
     expected: 'safe',
@@ -41,7 +31,6 @@ it('fires the paused holder’s signal, lets a second holder in, and the late wr
       `One process holds the lock (ttl ${TTL} ms, auto-extended) and busy-loops ${STALL_MS} ms, then writes anyway; ` +
       'another process (2 workers) loops on the same resource (bare counter fences).',
   });
-  const scenario = run;
   // No master loses data here: fences are the bare counters (no time floor), so the fence checks test them.
   const engine = { restartQuarantineMs: false as const, fenceTimeFloor: false };
   const shared = { resources: ['stalled'], ttlMs: [TTL], engine };

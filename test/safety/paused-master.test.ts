@@ -1,8 +1,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { afterAll, beforeAll, expect, it } from 'vitest';
-import { RedisFleet } from '../support/redis-fleet.js';
+import { expect, it } from 'vitest';
 import { now } from './support/history.js';
-import { failures, runFor, SafetyRun, timeoutFor } from './support/safety-run.js';
+import { failures, runFor, timeoutFor } from './support/safety-run.js';
+import { scenarioFixture } from './support/scenario-fixture.js';
 import { attempts, durationMs, loopWorker, range, shuffled, tally } from './support/scenario-kit.js';
 
 // Pause masters (SIGSTOP) for much longer than the node timeout: 1, then 2, then 3 of 5 at once.
@@ -18,21 +18,11 @@ const PAUSE_MS = 1_500;
 const BOUND_MS = PAUSE_MS / 2;
 const SHORT_MS = 4_000;
 
-let fleet: RedisFleet | undefined;
-let run: SafetyRun | undefined;
-
-beforeAll(async () => {
-  fleet = await RedisFleet.start(5);
-});
-
-afterAll(async () => {
-  await run?.dispose();
-  await fleet?.stopAll();
-});
+const fixture = scenarioFixture();
 
 it('never stalls an acquire beyond the node timeout while masters are paused', async () => {
-  const masters = fleet!;
-  run = new SafetyRun({
+  const masters = fixture.masters();
+  const scenario = fixture.start({
     id: 'paused-master',
     title: 'Pause 1, 2, then 3 of 5 masters (SIGSTOP) well past the node timeout',
     expected: 'safe',
@@ -40,7 +30,6 @@ it('never stalls an acquire beyond the node timeout while masters are paused', a
       `2 processes x 2 workers loop on one resource (ttl 1 s, node timeout ${NODE_TIMEOUT_MS} ms) while a probe process times ` +
       `tryAcquire on fresh resources. Each episode pauses 1, then 2, then 3 random masters for ${PAUSE_MS / 1000} s each (bare counter fences).`,
   });
-  const scenario = run;
   // No master loses data here: fences are the bare counters (no time floor), so the fence checks test them.
   const engine = { restartQuarantineMs: false as const, nodeTimeoutMs: NODE_TIMEOUT_MS, fenceTimeFloor: false };
   await Promise.all([

@@ -1,7 +1,7 @@
-import { afterAll, beforeAll, expect, it } from 'vitest';
-import { RedisFleet } from '../support/redis-fleet.js';
+import { expect, it } from 'vitest';
 import { now, nsFromMs } from './support/history.js';
-import { failures, runFor, SafetyRun, timeoutFor, type WorkerProcess } from './support/safety-run.js';
+import { failures, runFor, timeoutFor, type WorkerProcess } from './support/safety-run.js';
+import { scenarioFixture } from './support/scenario-fixture.js';
 import { loopWorker, range } from './support/scenario-kit.js';
 
 // Many clients start at the same instant on one resource: 4 processes x 8 clients, each client
@@ -15,21 +15,11 @@ const TTL = 1_000;
 const SHORT_MS = 3_000;
 const LEAD_MS = 300;
 
-let fleet: RedisFleet | undefined;
-let run: SafetyRun | undefined;
-
-beforeAll(async () => {
-  fleet = await RedisFleet.start(5);
-});
-
-afterAll(async () => {
-  await run?.dispose();
-  await fleet?.stopAll();
-});
+const fixture = scenarioFixture();
 
 it('hands the lock to each of many simultaneous clients in turn, never to two at once', async () => {
-  const masters = fleet!;
-  run = new SafetyRun({
+  const masters = fixture.masters();
+  const scenario = fixture.start({
     id: 'thundering-herd',
     title: `${PROCESSES * CLIENTS} clients starting at the same instant on one resource`,
     expected: 'safe',
@@ -37,7 +27,6 @@ it('hands the lock to each of many simultaneous clients in turn, never to two at
       `${PROCESSES} processes x ${CLIENTS} clients, each with its own engine and connections, all start acquiring one ` +
       `resource at one instant (ttl ${TTL / 1000} s); each takes it once, then the next stampede starts (bare counter fences).`,
   });
-  const scenario = run;
   const workers: WorkerProcess[] = await Promise.all(
     range(PROCESSES).map((p) =>
       scenario.spawn(
