@@ -49,9 +49,8 @@ export class LocalHandOver {
     }
   }
 
-  /** Hands `lock` to the sleeping head of its line, if the rules allow: the new handle, or undefined. */
-  offer(lock: Lock): { handed: Lock; to: Waiter } | undefined {
-    const line = lineOf(lock.keys);
+  /** Hands `lock` to the sleeping head of `line`, if the rules allow: the new handle, or undefined. */
+  offer(lock: Lock, line: string): { handed: Lock; to: Waiter } | undefined {
     const next = this.#sleepingHeads.get(line);
     const streak = this.#streaks.get(line) ?? { count: 0, limit: Math.min(HAND_OVER_BATCH, 1 + this.queue.waiting(line)) };
     const remaining = lock.remainingMs();
@@ -65,15 +64,14 @@ export class LocalHandOver {
   }
 
   /** A real release of `lock` is under way: the streak ends and the line has no local holder. */
-  released(lock: Lock): void {
-    const line = lineOf(lock.keys);
+  released(lock: Lock, line: string): void {
     this.#streaks.delete(line);
     if (this.#holders.get(line) === lock) this.#holders.delete(line);
   }
 
   /** After a real release: the next caller may be standing by without a place in the masters' queue. */
-  wakeNext(lock: Lock): void {
-    this.#sleepingHeads.get(lineOf(lock.keys))?.wakeNow();
+  wakeNext(line: string): void {
+    this.#sleepingHeads.get(line)?.wakeNow();
   }
 }
 

@@ -328,7 +328,8 @@ export class Redlock extends EventEmitter implements LockEngine {
   async releaseLock(lock: Lock): Promise<ReleaseResult> {
     this.#held.delete(lock);
     const acquisition = this.#acquisitions.get(lock);
-    const passed = acquisition && this.#handOver.offer(lock);
+    const line = lineOf(lock.keys);
+    const passed = acquisition && this.#handOver.offer(lock, line);
     if (passed) {
       this.#held.add(passed.handed);
       // The new holder's queue entries are cleared by its own release; the old holder's, now.
@@ -336,10 +337,10 @@ export class Redlock extends EventEmitter implements LockEngine {
       this.#acquisitions.set(passed.handed, { round: acquisition.round, waiter: passed.to });
       return { releasedOn: 0, heldUntilRelease: true, nodes: [], handedOver: true };
     }
-    this.#handOver.released(lock);
+    this.#handOver.released(lock, line);
     const waiterId = acquisition && enlisted(acquisition) ? acquisition.waiter.id : '';
     const round = await this.releaseKeys(lock.resources, lock.keys, lock.token, lock.ttlMs, acquisition?.round, waiterId);
-    this.#handOver.wakeNext(lock);
+    this.#handOver.wakeNext(line);
     return { releasedOn: round.granted, heldUntilRelease: round.granted >= this.quorum, nodes: round.outcomes };
   }
 
