@@ -1,11 +1,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { Redis } from 'ioredis';
-import { afterAll, beforeAll, expect, it } from 'vitest';
-import { connectMasters, disconnectAll } from '../support/masters.js';
-import { RedisFleet } from '../support/redis-fleet.js';
-import { TcpProxy } from '../support/tcp-proxy.js';
+import { expect, it } from 'vitest';
 import type { LoseReplyRequest } from './support/protocol.js';
-import { failures, runFor, SafetyRun, timeoutFor } from './support/safety-run.js';
+import { failures, runFor, timeoutFor } from './support/safety-run.js';
+import { scenarioFixture } from './support/scenario-fixture.js';
 import { loopWorker, range } from './support/scenario-kit.js';
 
 // A reply lost after the server applied the command: an acquire, an extend, a release. One
@@ -19,27 +16,13 @@ import { loopWorker, range } from './support/scenario-kit.js';
 const TTL = 1_000;
 const SHORT_MS = 5_000;
 
-let fleet: RedisFleet | undefined;
-let proxies: TcpProxy[] = [];
-let direct: Redis[] = [];
-let run: SafetyRun | undefined;
-
-beforeAll(async () => {
-  fleet = await RedisFleet.start(5);
-  proxies = await Promise.all(fleet.nodes.map((node) => TcpProxy.start({ host: node.host, port: node.port })));
-  direct = await connectMasters(fleet.urls());
-});
-
-afterAll(async () => {
-  await run?.dispose();
-  disconnectAll(direct);
-  await Promise.all(proxies.map((proxy) => proxy.close()));
-  await fleet?.stopAll();
-});
+const fixture = scenarioFixture({ proxied: true });
 
 it('stays safe, and leaves nothing behind past the ttl, when replies are lost after the server applied them', async () => {
-  const masters = fleet!;
-  run = new SafetyRun({
+  const proxies = fixture.proxies();
+  const direct = fixture.direct();
+  const masters = fixture.masters();
+  const scenario = fixture.start({
     id: 'dropped-replies',
     title: 'Replies lost after the server applied an acquire, an extend, a release',
     expected: 'safe',
@@ -47,7 +30,6 @@ it('stays safe, and leaves nothing behind past the ttl, when replies are lost af
       'A worker behind TCP proxies loses, in turn, the reply to its acquire, extend or release on a random master ' +
       `(connection reset at once, command re-sent on reconnect); 2 processes x 2 workers contend directly (ttl ${TTL / 1000} s, bare counter fences).`,
   });
-  const scenario = run;
   const lost = { acquire: 0, extend: 0, release: 0 };
   const lostBefore = new Map<number, number>();
   scenario.onLoseReply = (_worker, request: LoseReplyRequest, kind) => {

@@ -1,10 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { Redis } from 'ioredis';
-import { afterAll, beforeAll, expect, it } from 'vitest';
-import { connectMasters, disconnectAll } from '../support/masters.js';
-import { RedisFleet } from '../support/redis-fleet.js';
-import { TcpProxy } from '../support/tcp-proxy.js';
-import { failures, runFor, SafetyRun, timeoutFor } from './support/safety-run.js';
+import { expect, it } from 'vitest';
+import { failures, runFor, timeoutFor } from './support/safety-run.js';
+import { scenarioFixture } from './support/scenario-fixture.js';
 import { attempts, durationMs, loopWorker, range, shuffled, tally } from './support/scenario-kit.js';
 
 // 200 ms of latency (each way) on 2 of 5 masters. Workers take the lock one round at a time
@@ -27,26 +24,12 @@ const SHORT_MS = 5_000;
 /** Scheduling noise allowed between the engine's clock reads and the worker's (a 2-core CI box). */
 const VALIDITY_SLACK_MS = 100;
 
-let fleet: RedisFleet | undefined;
-let proxies: TcpProxy[] = [];
-let run: SafetyRun | undefined;
-let direct: Redis[] = [];
-
-beforeAll(async () => {
-  fleet = await RedisFleet.start(5);
-  proxies = await Promise.all(fleet.nodes.map((node) => TcpProxy.start({ host: node.host, port: node.port })));
-  direct = await connectMasters(fleet.urls());
-});
-
-afterAll(async () => {
-  await run?.dispose();
-  disconnectAll(direct);
-  await Promise.all(proxies.map((proxy) => proxy.close()));
-  await fleet?.stopAll();
-});
+const fixture = scenarioFixture({ proxied: true });
 
 it('hands out only locks whose validity accounts for a 200 ms delay on 2 of 5 masters', async () => {
-  run = new SafetyRun({
+  const proxies = fixture.proxies();
+  const direct = fixture.direct();
+  const scenario = fixture.start({
     id: 'latency',
     title: `${LATENCY_MS} ms latency (each way) on 2 of 5 masters`,
     expected: 'safe',
@@ -55,7 +38,6 @@ it('hands out only locks whose validity accounts for a 200 ms delay on 2 of 5 ma
       `timeout ${NODE_TIMEOUT_MS} ms, through TCP proxies; every ${EPISODE_MS / 1000} s another 2 masters get the latency, and for ${STALE_MS / 1000} s of ` +
       'that time one fast master holds a stale key of a crashed client (bare counter fences).',
   });
-  const scenario = run;
   const urls = proxies.map((proxy) => proxy.url);
   await Promise.all(
     range(3).map((p) =>
