@@ -4,7 +4,11 @@ import type { NodeOutcome } from './node-outcome.js';
 
 /** What a release did on each master. Releasing never throws: an expired lock is a normal case. */
 export interface ReleaseResult {
-  /** How many masters deleted our key just now. */
+  /**
+   * How many masters had freed our keys when the release was decided: a quorum, or fewer when
+   * the lock had been lost. The other masters' requests are sent too and land in `nodes` as
+   * they answer; `release()` does not wait for them.
+   */
   readonly releasedOn: number;
   /** True when a quorum still held our token at release, i.e. the lock had not been lost. */
   readonly heldUntilRelease: boolean;

@@ -1,6 +1,13 @@
 import { createHash } from 'node:crypto';
 import type { RoundReply } from './quorum-round.js';
 
+/**
+ * How long a waiter's queue entry outlives the wait the masters told it about, if the waiter
+ * does not come back, and the longest a release reserves a key for the queue's head: what a
+ * crashed waiter at the head can cost the others.
+ */
+export const QUEUE_ENTRY_STAY_MS = 1_000;
+
 export interface LuaScript {
   readonly name: string;
   readonly source: string;
@@ -12,13 +19,65 @@ function script(name: string, source: string): LuaScript {
 }
 
 /**
- * All or nothing on this node: every key is free (or already ours, when a retried request
- * lands twice) and no live waiter is queued ahead of us, or nothing is locked.
+ * Lua shared by the scripts that read or hand on a resource's fair queue (one hash per
+ * resource, field = waiter id, value = "ticket deadline").
+ * - nowMs(): the master's clock, read once per script call.
+ * - liveHead(q, now, except): the live entry with the lowest ticket (ties by id), dropping
+ *   dead entries on the way; `except` (a waiter id) is skipped.
+ * - handOn(key, q, stay): the lock key has just been freed by its owner. If anyone lives in
+ *   the queue, the key is reserved for the head ("~" + its id, which no token can equal) for as
+ *   long as its entry lives, at most `stay` ms, and the head alone is woken: nobody else can
+ *   slip in, not even a caller trying a plain SET NX, while the head comes to take it. The
+ *   reservation grants nothing; the head still needs a full round. Else the key is deleted,
+ *   and a queue whose entries all died is told so ('' wakes anyone listening).
+ */
+const QUEUE_LUA = `local clock
+local function nowMs()
+  if not clock then
+    local t = redis.call('TIME')
+    clock = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
+  return clock
+end
+local function liveHead(q, now, except)
+  local entries = redis.call('HGETALL', q)
+  local head, headTicket, headDeadline
+  for j = 1, #entries, 2 do
+    local t, d = string.match(entries[j + 1], '(%S+) (%S+)')
+    t, d = tonumber(t), tonumber(d)
+    if d < now then
+      redis.call('HDEL', q, entries[j])
+    elseif entries[j] ~= except and (not head or t < headTicket or (t == headTicket and entries[j] < head)) then
+      head, headTicket, headDeadline = entries[j], t, d
+    end
+  end
+  return head, headTicket, headDeadline
+end
+local function handOn(key, q, stay)
+  if redis.call('EXISTS', q) == 0 then
+    redis.call('DEL', key)
+    return
+  end
+  local now = nowMs()
+  local head, _, deadline = liveHead(q, now, nil)
+  if head then
+    redis.call('SET', key, '~' .. head, 'PX', math.max(1, math.min(deadline - now, stay)))
+  else
+    redis.call('DEL', key)
+  end
+  redis.call('PUBLISH', key, head or '')
+end
+`;
+
+/**
+ * All or nothing on this node: every key is free, reserved for us, or already ours (a
+ * retried request landing twice), and no live waiter is queued ahead of us, or nothing is
+ * locked.
  *
- * Fair queue (one hash per resource, field = waiter id, value = "ticket deadline"): a caller
- * that cannot have the lock enlists with its ticket, which it chose once for all masters, so
- * every master orders waiters alike; a free lock goes only to the lowest live ticket. An entry
- * dies at its deadline unless its waiter comes back, so a crashed waiter blocks no one for long.
+ * A caller that cannot have the lock enlists in each resource's fair queue with its ticket,
+ * which it chose once for all masters, so every master orders waiters alike; a free lock goes
+ * only to the lowest live ticket, and a release reserves it for that waiter. An entry dies at
+ * its deadline unless its waiter comes back, so a crashed waiter blocks no one for long.
  *
  * Returns {1, fence} on grant: for a fenced lock the highest fence counter of the resources
  * here, read in the same script as the SET so no holder's write-back slips between; else 0.
@@ -29,38 +88,30 @@ function script(name: string, source: string): LuaScript {
  */
 export const ACQUIRE_SCRIPT = script(
   'acquire',
-  `local n = tonumber(ARGV[3])
+  QUEUE_LUA +
+    `local n = tonumber(ARGV[3])
 local me, ticket, stay = ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6])
+local reservation = me ~= '' and ('~' .. me) or nil
 local wait = -2
+local reserved = {}
 for i = 1, n do
   local owner = redis.call('GET', KEYS[i])
-  if owner and owner ~= ARGV[1] then
+  if owner and owner == reservation then
+    reserved[i] = true
+  elseif owner and owner ~= ARGV[1] then
     local pttl = redis.call('PTTL', KEYS[i])
     if pttl > wait then wait = pttl end
   end
 end
 local queued = false
-local now
 local queues = {}
 for i = 1, n do
   local q = KEYS[n + i]
   queues[i] = redis.call('EXISTS', q) == 1
-  if queues[i] then
-    if not now then
-      local t = redis.call('TIME')
-      now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-    end
-    local entries = redis.call('HGETALL', q)
-    local head, headTicket, headDeadline
-    for j = 1, #entries, 2 do
-      local t, d = string.match(entries[j + 1], '(%S+) (%S+)')
-      t, d = tonumber(t), tonumber(d)
-      if d < now then
-        redis.call('HDEL', q, entries[j])
-      elseif entries[j] ~= me and (not head or t < headTicket or (t == headTicket and entries[j] < head)) then
-        head, headTicket, headDeadline = entries[j], t, d
-      end
-    end
+  -- A key reserved for us means a release found us at the head here: no one is ahead.
+  if queues[i] and not reserved[i] then
+    local now = nowMs()
+    local head, headTicket, headDeadline = liveHead(q, now, me)
     if head and (headTicket < ticket or (headTicket == ticket and head < me)) then
       queued = true
       if headDeadline - now > wait then wait = headDeadline - now end
@@ -69,11 +120,7 @@ for i = 1, n do
 end
 if wait ~= -2 or queued then
   if me ~= '' then
-    if not now then
-      local t = redis.call('TIME')
-      now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-    end
-    local deadline = now + math.max(wait, 0) + stay
+    local deadline = nowMs() + math.max(wait, 0) + stay
     for i = 1, n do
       redis.call('HSET', KEYS[n + i], me, ARGV[5] .. ' ' .. deadline)
       redis.call('PEXPIRE', KEYS[n + i], math.max(wait, 0) + stay * 2)
@@ -92,6 +139,29 @@ for i = 1, n do
 end
 return {1, fence}`,
 );
+
+/**
+ * The uncontended first try, for many single-key locks at once (one call per master per tick):
+ * SET NX PX per key, each with its own token and ttl. A plain SET NX cannot see the fair
+ * queue, so it is fair only because a key is never free while someone lives in its queue
+ * (a release reserves it for the head; see handOn). Returns per key TAKEN, or the blocking
+ * key's PTTL.
+ * KEYS: the lock keys. ARGV: per key, token then ttl ms.
+ */
+export const TAKE_SCRIPT = script(
+  'take',
+  `local replies = {}
+for i = 1, #KEYS do
+  if redis.call('SET', KEYS[i], ARGV[2 * i - 1], 'NX', 'PX', ARGV[2 * i]) then
+    replies[i] = 'taken'
+  else
+    replies[i] = redis.call('PTTL', KEYS[i])
+  end
+end
+return replies`,
+);
+/** TAKE_SCRIPT's reply for a key it set. */
+export const TAKEN = 'taken';
 
 /**
  * Second phase of a fenced acquisition: raises each resource's fence counter to the new fence,
@@ -130,48 +200,46 @@ return 1`,
 );
 
 /**
- * Compare-and-delete per key: never deletes a key another owner holds, so releasing a lock
- * that expired and was taken over is harmless. Idempotent, so it is safe to repeat when a
- * reply was lost. Also drops the holder's own queue entry (left on masters that refused it in
- * the winning round), then, when anyone queues for the lock, publishes on the lock key's name
- * the id of the first live waiter ('' when all entries died), so that waiter, and only it,
- * retries at once.
- * Returns how many keys were deleted.
- * KEYS: n lock keys, n queue keys. ARGV: token, the holder's waiter id ('' for none).
+ * Compare-and-delete per key: never frees a key another owner holds, so releasing a lock that
+ * expired and was taken over is harmless. Idempotent, so it is safe to repeat when a reply was
+ * lost. Also drops the holder's own queue entry (left on masters that refused it in the winning
+ * round); a freed key goes to the queue's head (handOn), whom alone it wakes. Serves many locks
+ * of one tick at once: each key carries its own token and waiter id.
+ * Returns per key 1 (freed now) or 0.
+ * KEYS: m lock keys, m queue keys. ARGV: stay (ms), then per key its token and waiter id ('' for none).
  */
 export const RELEASE_SCRIPT = script(
   'release',
-  `local n = #KEYS / 2
-local deleted = 0
-local now
-for i = 1, n do
-  local q = KEYS[n + i]
-  if ARGV[2] ~= '' then redis.call('HDEL', q, ARGV[2]) end
-  if redis.call('GET', KEYS[i]) == ARGV[1] then
-    redis.call('DEL', KEYS[i])
-    deleted = deleted + 1
-    -- Nobody sleeps on this lock unless it is queued here: no queue, no message.
-    local head, headTicket = nil, nil
-    if redis.call('EXISTS', q) == 1 then
-      if not now then
-        local t = redis.call('TIME')
-        now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-      end
-      local entries = redis.call('HGETALL', q)
-      for j = 1, #entries, 2 do
-        local t, d = string.match(entries[j + 1], '(%S+) (%S+)')
-        t, d = tonumber(t), tonumber(d)
-        if d < now then
-          redis.call('HDEL', q, entries[j])
-        elseif not headTicket or t < headTicket or (t == headTicket and entries[j] < head) then
-          head, headTicket = entries[j], t
-        end
-      end
-      redis.call('PUBLISH', KEYS[i], head or '')
-    end
+  QUEUE_LUA +
+    `local m = #KEYS / 2
+local stay = tonumber(ARGV[1])
+local freed = {}
+for i = 1, m do
+  local token, waiter = ARGV[2 * i], ARGV[2 * i + 1]
+  if waiter ~= '' then redis.call('HDEL', KEYS[m + i], waiter) end
+  freed[i] = 0
+  if redis.call('GET', KEYS[i]) == token then
+    handOn(KEYS[i], KEYS[m + i], stay)
+    freed[i] = 1
   end
 end
-return deleted`,
+return freed`,
+);
+
+/**
+ * A waiter giving up: drops its queue entries, and a key reserved for it goes on to the next
+ * head (or is freed), so the others need not wait for the reservation to lapse.
+ * KEYS: n lock keys, n queue keys. ARGV: stay (ms), waiter id.
+ */
+export const LEAVE_SCRIPT = script(
+  'leave',
+  QUEUE_LUA +
+    `local n = #KEYS / 2
+for i = 1, n do
+  redis.call('HDEL', KEYS[n + i], ARGV[2])
+  if redis.call('GET', KEYS[i]) == '~' .. ARGV[2] then handOn(KEYS[i], KEYS[n + i], tonumber(ARGV[1])) end
+end
+return 1`,
 );
 
 /** ACQUIRE_SCRIPT replies, as votes. */
@@ -180,12 +248,17 @@ export function interpretAcquire(reply: unknown): RoundReply {
   return { granted: status === 1, value: Number(value) };
 }
 
+/** Replies to a take (RedisNode.take): TAKEN, or how long the blocking key still lives. */
+export function interpretTake(reply: unknown): RoundReply {
+  return reply === TAKEN ? { granted: true } : { granted: false, value: Number(reply) };
+}
+
 /** EXTEND_SCRIPT and FENCE_SCRIPT replies. */
 export function grantedIfOne(reply: unknown): RoundReply {
   return { granted: Number(reply) === 1 };
 }
 
-/** RELEASE_SCRIPT replies: keys deleted. */
+/** RELEASE_SCRIPT replies, summed per lock by RedisNode.free: keys freed. */
 export function grantedIfPositive(reply: unknown): RoundReply {
   return { granted: Number(reply) > 0 };
 }

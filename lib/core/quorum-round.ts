@@ -11,8 +11,6 @@ export interface RoundOptions {
   readonly quorum: number;
   /** One deadline for the whole round: a node that has not answered by then counts as timed out. */
   readonly timeoutMs: number;
-  /** Wait for every node (release) instead of deciding as soon as the outcome is known. */
-  readonly waitForAll: boolean;
 }
 
 export interface RoundResult {
@@ -52,9 +50,7 @@ export function runRound(
       clearTimeout(timer);
       resolve({ outcomes, granted, refused, requests });
     };
-    const decided = () =>
-      answered === total ||
-      (!options.waitForAll && (granted >= options.quorum || answered - granted > total - options.quorum));
+    const decided = () => granted >= options.quorum || answered - granted > total - options.quorum;
 
     const timer = setTimeout(() => {
       for (const outcome of outcomes) {

@@ -1,7 +1,8 @@
 import type { Redis } from 'ioredis';
 import { monotonicNow } from './clock.js';
+import { CommandBatch } from './command-batch.js';
 import { InvalidArgumentError } from './errors.js';
-import type { LuaScript } from './lua-scripts.js';
+import { QUEUE_ENTRY_STAY_MS, RELEASE_SCRIPT, TAKE_SCRIPT, TAKEN, type LuaScript } from './lua-scripts.js';
 import { redactCredentials } from './redact.js';
 
 /** What the engine learns when a master's identity check finds it restarted or replaced. */
@@ -10,6 +11,21 @@ export interface NodeRestart {
   readonly reason: 'run_id changed' | 'recent start';
   /** How long the master has been up, as far as it says. */
   readonly uptimeMs: number;
+}
+
+/** One lock's compare-and-delete on this master, batched with the tick's other releases. */
+export interface FreeRequest {
+  readonly keys: readonly string[];
+  readonly queueKeys: readonly string[];
+  readonly token: string;
+  /** The holder's queue entry to drop with it, '' for none. */
+  readonly waiterId: string;
+}
+
+interface TakeRequest {
+  readonly key: string;
+  readonly token: string;
+  readonly ttlMs: number;
 }
 
 /** A vote that must not count yet: the master restarted within the quarantine window. */
@@ -35,9 +51,21 @@ export class RedisNode {
   #runId: string | undefined;
   #identifying: Promise<void> | undefined;
   #watching = false;
+  readonly #takes = new CommandBatch<TakeRequest, unknown>((items) => this.#sendTakes(items));
+  readonly #frees = new CommandBatch<FreeRequest, number>((items) => this.#sendFrees(items));
 
   constructor(readonly client: Redis) {
     this.name = nodeName(client);
+  }
+
+  /** SET NX PX of one key: TAKEN, or the PTTL of the key that is in the way (TAKE_SCRIPT). */
+  take(key: string, token: string, ttlMs: number): Promise<unknown> {
+    return this.#takes.add({ key, token, ttlMs });
+  }
+
+  /** Compare-and-delete of a lock's keys (RELEASE_SCRIPT): how many were ours and are freed now. */
+  free(request: FreeRequest): Promise<number> {
+    return this.#frees.add(request);
   }
 
   async run(script: LuaScript, keys: readonly string[], args: readonly (string | number)[]): Promise<unknown> {
@@ -47,6 +75,38 @@ export class RedisNode {
       if (!isNoScript(error)) throw error;
       return this.client.eval(script.source, keys.length, ...keys, ...args);
     }
+  }
+
+  async #sendTakes(items: readonly TakeRequest[]): Promise<readonly unknown[]> {
+    if (items.length === 1) {
+      // Alone in its tick: a plain command, no script to run; only a refusal costs a second one.
+      const { key, token, ttlMs } = items[0]!;
+      if ((await this.client.set(key, token, 'PX', ttlMs, 'NX')) === 'OK') return [TAKEN];
+      return [await this.client.pttl(key)];
+    }
+    const args: (string | number)[] = [];
+    for (const item of items) args.push(item.token, item.ttlMs);
+    return (await this.run(TAKE_SCRIPT, items.map((item) => item.key), args)) as unknown[];
+  }
+
+  async #sendFrees(items: readonly FreeRequest[]): Promise<number[]> {
+    const keys: string[] = [];
+    const queueKeys: string[] = [];
+    const args: (string | number)[] = [QUEUE_ENTRY_STAY_MS];
+    for (const item of items) {
+      item.keys.forEach((key, index) => {
+        keys.push(key);
+        queueKeys.push(item.queueKeys[index]!);
+        args.push(item.token, item.waiterId);
+      });
+    }
+    const freed = (await this.run(RELEASE_SCRIPT, [...keys, ...queueKeys], args)) as number[];
+    let at = 0;
+    return items.map((item) => {
+      let count = 0;
+      for (let i = 0; i < item.keys.length; i++) count += Number(freed[at++]);
+      return count;
+    });
   }
 
   /**

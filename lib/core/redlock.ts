@@ -21,8 +21,9 @@ import {
   grantedIfOne,
   grantedIfPositive,
   interpretAcquire,
-  RELEASE_SCRIPT,
-  type LuaScript,
+  interpretTake,
+  LEAVE_SCRIPT,
+  QUEUE_ENTRY_STAY_MS,
 } from './lua-scripts.js';
 import { inFlight, runRound, type RoundReply, type RoundResult } from './quorum-round.js';
 import { mastersFrom, type RedisNode } from './redis-node.js';
@@ -60,11 +61,6 @@ type Attempt = { lock: Lock } | { error: RedlockError; retryable: boolean };
 
 const MAX_DEFAULT_NODE_TIMEOUT_MS = 100;
 /**
- * How long a waiter's queue entry outlives the wait the masters told it about, if the waiter
- * does not come back: what a crashed waiter at the head can cost the others.
- */
-const QUEUE_ENTRY_STAY_MS = 1_000;
-/**
  * Rounds in which too few masters answered are retried this many times only: enough to ride
  * out a blip or a stall under load, few enough that callers hear of a majority outage within
  * about a second instead of waiting out their whole budget.
@@ -84,11 +80,7 @@ export class Redlock extends EventEmitter implements LockEngine {
   readonly options: ResolvedRedlockOptions;
   readonly #held = new Set<Lock>();
   #pruneHeldAt = 64;
-  /**
-   * Per lock: when each master's acquire request finished (a release must not overtake it), and
-   * the waiter id it queued under (its release clears that entry everywhere).
-   */
-  readonly #acquisitions = new WeakMap<Lock, { round: RoundResult; waiter: Waiter }>();
+  readonly #acquisitions = new WeakMap<Lock, Acquisition>();
   readonly #quarantine: RestartQuarantine | undefined;
   readonly #wakeups: ReleaseWakeups | undefined;
   readonly #localQueue = new LocalQueue();
@@ -142,6 +134,8 @@ export class Redlock extends EventEmitter implements LockEngine {
 
     // A caller that will not wait (tryAcquire, retryCount 0) does not wait in line either.
     const waits = queues && wait.retryCount > 0;
+    // Nobody of this process is after these resources: the first try may be a plain SET NX.
+    let uncontended = keys.length === 1 && !fencing && !this.#localQueue.busy(line);
     const predecessorFoundNoQuorum = await this.#joinLocalLine(line, list, options.signal, waits ? wait.waitTimeoutMs : 0);
     const waiter = new Waiter(queues, this.#wakeups, keys, wait, options.signal);
     let attempt = 0;
@@ -154,6 +148,7 @@ export class Redlock extends EventEmitter implements LockEngine {
         if (options.signal?.aborted) throw new AcquireAbortedError(list, options.signal.reason);
         const holder = this.#handOver.holderOf(line);
         if (attempt === 1 && waits && !fencing && holder) {
+          uncontended = false;
           // Held in this process: asking the masters would only be refused. Wait for the holder.
           const standBy = () => waiter.standBy(Math.min(giveUpAt - monotonicNow(), holder.remainingMs()));
           try {
@@ -163,7 +158,7 @@ export class Redlock extends EventEmitter implements LockEngine {
           }
           if (waiter.handed) return waiter.handed;
         }
-        const result = await this.attempt(list, keys, ttlMs, attempt, fencing, waiter);
+        const result = await this.attempt(list, keys, ttlMs, attempt, fencing, waiter, uncontended && attempt === 1);
         if ('lock' in result) return result.lock;
         const left = giveUpAt - monotonicNow();
         if (!result.retryable) unreachableRounds++;
@@ -201,12 +196,14 @@ export class Redlock extends EventEmitter implements LockEngine {
     }
   }
 
-  /** A waiter that gives up leaves the masters' queues at once instead of blocking them until its entry dies. */
+  /**
+   * A waiter that gives up leaves the masters' queues at once, and hands on keys reserved for
+   * it, instead of blocking the others until its entry dies.
+   */
   #leaveQueues(resources: readonly string[], waiter: Waiter, nodes: readonly RedisNode[] = this.nodes): void {
     if (!waiter.id) return;
-    for (const node of nodes) {
-      for (const resource of resources) node.client.hdel(this.options.queueKeyPrefix + resource, waiter.id).catch(() => {});
-    }
+    const keys = [...resources.map((resource) => this.options.keyPrefix + resource), ...this.queueKeys(resources)];
+    for (const node of nodes) node.run(LEAVE_SCRIPT, keys, [QUEUE_ENTRY_STAY_MS, waiter.id]).catch(() => {});
   }
 
   /**
@@ -308,7 +305,8 @@ export class Redlock extends EventEmitter implements LockEngine {
     }
     this.#quarantine?.observeTtl(ttlMs);
     const start = monotonicNow();
-    const round = await this.round(ttlMs, false, grantedIfOne, this.vote(EXTEND_SCRIPT, lock.keys, [lock.token, ttlMs]));
+    const args = [lock.token, ttlMs];
+    const round = await this.round(ttlMs, grantedIfOne, this.vote((node) => node.run(EXTEND_SCRIPT, lock.keys, args)));
     const end = monotonicNow();
     const left = validityLeftMs(ttlMs, start, end, this.options.driftFactor);
     if (round.granted >= this.quorum && left > 0) {
@@ -334,7 +332,7 @@ export class Redlock extends EventEmitter implements LockEngine {
       this.#held.add(passed.handed);
       // The new holder's queue entries are cleared by its own release; the old holder's, now.
       if (enlisted(acquisition)) this.#leaveQueues(lock.resources, acquisition.waiter);
-      this.#acquisitions.set(passed.handed, { round: acquisition.round, waiter: passed.to });
+      this.#acquisitions.set(passed.handed, { round: acquisition.round, waiter: passed.to, queuing: false });
       return { releasedOn: 0, heldUntilRelease: true, nodes: [], handedOver: true };
     }
     this.#handOver.released(lock, line);
@@ -351,21 +349,29 @@ export class Redlock extends EventEmitter implements LockEngine {
     attempt: number,
     fencing: boolean,
     waiter: Waiter,
+    /** SET NX without the fair queue: a single unfenced key nobody of this process waits for. */
+    plain: boolean,
   ): Promise<Attempt> {
     const token = newToken();
-    const scriptKeys = [...keys, ...this.queueKeys(resources)];
-    if (fencing) scriptKeys.push(...resources.map((r) => this.options.fenceKeyPrefix + r));
-    const args = [token, ttlMs, keys.length, waiter.id, waiter.ticket, QUEUE_ENTRY_STAY_MS];
     const start = monotonicNow();
-    let round = await this.round(ttlMs, false, interpretAcquire, this.vote(ACQUIRE_SCRIPT, scriptKeys, args));
-    if (round.refused > 0) waiter.enlisted = true; // a refusing master queued us
+    let round: RoundResult;
+    const scriptKeys = plain ? [] : [...keys, ...this.queueKeys(resources)];
+    if (plain) {
+      round = await this.round(ttlMs, interpretTake, this.vote((node) => node.take(keys[0]!, token, ttlMs)));
+    } else {
+      if (fencing) scriptKeys.push(...resources.map((r) => this.options.fenceKeyPrefix + r));
+      const args = [token, ttlMs, keys.length, waiter.id, waiter.ticket, QUEUE_ENTRY_STAY_MS];
+      round = await this.round(ttlMs, interpretAcquire, this.vote((node) => node.run(ACQUIRE_SCRIPT, scriptKeys, args)));
+      if (round.refused > 0) waiter.enlisted = true; // a refusing master queued us
+    }
     let fence: number | undefined;
     if (fencing && round.granted >= this.quorum && validityLeftMs(ttlMs, start, monotonicNow(), this.options.driftFactor) > 0) {
       // Spec section 6: max of what the granting quorum read, plus one, written back to a
       // majority (only where our keys still stand) before the caller may use it.
       const highest = Math.max(...round.outcomes.filter((o) => o.status === 'granted').map((o) => o.value ?? 0));
       fence = nextFence(highest, this.options.fenceTimeFloor);
-      round = await this.round(ttlMs, false, grantedIfOne, this.vote(FENCE_SCRIPT, scriptKeys, [token, fence, keys.length]));
+      const fenceArgs = [token, fence, keys.length];
+      round = await this.round(ttlMs, grantedIfOne, this.vote((node) => node.run(FENCE_SCRIPT, scriptKeys, fenceArgs)));
     }
     // Validity counts from `start`: the rounds have spent part of it already. Only what is left
     // now makes a lock; a lock handed out with nothing left would have expired on arrival.
@@ -376,8 +382,8 @@ export class Redlock extends EventEmitter implements LockEngine {
       this.#held.add(lock);
       this.#handOver.held(lineOf(keys), lock);
       if (this.#held.size >= this.#pruneHeldAt) this.#pruneHeld();
-      this.#acquisitions.set(lock, { round, waiter });
-      this.#withdrawWhereRefused(resources, waiter, round);
+      this.#acquisitions.set(lock, { round, waiter, queuing: !plain });
+      if (!plain) this.#withdrawWhereRefused(resources, waiter, round);
       return { lock };
     }
     // Timed-out requests may still be applied, and a late grant may land on any node: clean
@@ -419,8 +425,10 @@ export class Redlock extends EventEmitter implements LockEngine {
   }
 
   /**
-   * Compare-and-delete on every master. Where an acquire with this token may still be in
-   * flight, the release waits for it: one connection keeps command order, but an EVALSHA
+   * Compare-and-delete on every master, settled like any round as soon as the outcome is known
+   * (a quorum freed the keys, or cannot have): the stragglers' requests are already on their
+   * connections, and whatever this process sends those masters next queues behind them. Where
+   * an acquire with this token may still be in flight, the release waits for it: one connection keeps command order, but an EVALSHA
    * answered NOSCRIPT is re-sent as EVAL behind whatever was queued meanwhile, so an
    * unchained release could run first and leave the late acquire's key behind.
    */
@@ -432,9 +440,9 @@ export class Redlock extends EventEmitter implements LockEngine {
     acquireRound?: RoundResult,
     waiterId = '',
   ): Promise<RoundResult> {
-    const scriptKeys = [...keys, ...this.queueKeys(resources)];
-    const release = (node: RedisNode) => node.run(RELEASE_SCRIPT, scriptKeys, [token, waiterId]);
-    return this.round(ttlMs, true, grantedIfPositive, (node, index) => {
+    const request = { keys, queueKeys: this.queueKeys(resources), token, waiterId };
+    const release = (node: RedisNode) => node.free(request);
+    return this.round(ttlMs, grantedIfPositive, (node, index) => {
       const pending = inFlight(acquireRound, index);
       return pending ? pending.then(() => release(node)) : release(node);
     });
@@ -446,19 +454,18 @@ export class Redlock extends EventEmitter implements LockEngine {
 
   private round(
     ttlMs: number,
-    waitForAll: boolean,
     interpret: (reply: unknown) => RoundReply,
     send: (node: RedisNode, index: number) => Promise<unknown>,
   ): Promise<RoundResult> {
     const timeoutMs = this.options.nodeTimeoutMs ?? defaultNodeTimeout(ttlMs);
-    return runRound(this.nodes, { quorum: this.quorum, timeoutMs, waitForAll }, send, interpret);
+    return runRound(this.nodes, { quorum: this.quorum, timeoutMs }, send, interpret);
   }
 
   /** A request whose answer counts as a vote: masters in restart quarantine are not asked. */
-  private vote(script: LuaScript, keys: readonly string[], args: (string | number)[]) {
+  private vote(request: (node: RedisNode) => Promise<unknown>) {
     return (node: RedisNode): Promise<unknown> => {
       const admission = this.#quarantine?.admit(node);
-      return admission ? admission.then(() => node.run(script, keys, args)) : node.run(script, keys, args);
+      return admission ? admission.then(() => request(node)) : request(node);
     };
   }
 
@@ -471,14 +478,23 @@ export class Redlock extends EventEmitter implements LockEngine {
   }
 }
 
+interface Acquisition {
+  /** The winning round: when each master's acquire request finished (a release must not overtake it). */
+  readonly round: RoundResult;
+  /** The waiter id the lock queued under (its release clears that entry everywhere). */
+  readonly waiter: Waiter;
+  /** The winning round could queue the waiter where it was refused (not a plain SET NX). */
+  readonly queuing: boolean;
+}
+
 /**
  * Whether a master may hold a queue entry of the lock's waiter: one refused it in an earlier
  * round, or in the winning one, or may still do so (a straggler whose outcome has not landed
  * refuses after the decision). Such an entry would stand ahead of the other waiters until
  * cleared; only when every master is known to have granted is there certainly none.
  */
-function enlisted(acquisition: { round: RoundResult; waiter: Waiter }): boolean {
-  return acquisition.waiter.enlisted || acquisition.round.outcomes.some((o) => o.status !== 'granted');
+function enlisted(acquisition: Acquisition): boolean {
+  return acquisition.waiter.enlisted || (acquisition.queuing && acquisition.round.outcomes.some((o) => o.status !== 'granted'));
 }
 
 function defaultNodeTimeout(ttlMs: number): number {

@@ -53,7 +53,7 @@ describe('validity', () => {
     // A drift factor that eats almost all of the ttl leaves nothing once the round's time is taken.
     const slow = new Redlock(clients, { ...FRESH_FLEET, driftFactor: 0.49, nodeTimeoutMs: 1_000 });
     await expect(slow.acquire('exhausted', 4, { retryCount: 0 })).rejects.toThrow(/no validity/);
-    expect((await keysOn(clients)).flat()).toEqual([]);
+    await expect.poll(async () => (await keysOn(clients)).flat()).toEqual([]);
   });
 });
 
@@ -64,7 +64,7 @@ describe('release', () => {
     const result = await lock.release();
     expect(result.heldUntilRelease).toBe(false);
     expect(result.releasedOn).toBe(0);
-    expect(result.nodes.map((n) => n.status)).toEqual(['refused', 'refused', 'refused']);
+    await expect.poll(() => result.nodes.map((n) => n.status)).toEqual(['refused', 'refused', 'refused']);
     expect(await Promise.all(clients.map((c) => c.get('redlock:taken-over')))).toEqual(['new-owner', 'new-owner', 'new-owner']);
   });
 
@@ -80,7 +80,7 @@ describe('release', () => {
     const lock = await redlock.acquire('twice', 5_000);
     const first = await lock.release();
     expect(await lock.release()).toBe(first);
-    expect(first.releasedOn).toBe(3);
+    expect(first.releasedOn).toBeGreaterThanOrEqual(redlock.quorum);
   });
 });
 
@@ -132,7 +132,7 @@ describe('extend', () => {
     const lock = await redlock.acquire('revive', 5_000);
     await lock.release();
     await expect(lock.extend()).rejects.toBeInstanceOf(LockLostError);
-    expect((await keysOn(clients)).flat()).toEqual([]);
+    await expect.poll(async () => (await keysOn(clients)).flat()).toEqual([]);
   });
 });
 
@@ -152,9 +152,9 @@ describe('acquire and tryAcquire', () => {
     await holder.release();
     const lock = await waiting;
     // Woken by the first master's release, it may win before the last master processed it.
-    const values = await Promise.all(clients.map((c) => c.get('redlock:wait')));
-    expect(values.filter((v) => v === lock.token).length).toBeGreaterThanOrEqual(2);
-    expect(values).not.toContain(holder.token);
+    const values = () => Promise.all(clients.map((c) => c.get('redlock:wait')));
+    expect((await values()).filter((v) => v === lock.token).length).toBeGreaterThanOrEqual(2);
+    await expect.poll(values).not.toContain(holder.token);
     await lock.release();
   });
 
@@ -214,14 +214,14 @@ describe('using', () => {
       return 42;
     });
     expect(value).toBe(42);
-    expect((await keysOn(clients)).flat()).toEqual([]);
+    await expect.poll(async () => (await keysOn(clients)).flat()).toEqual([]);
   });
 
   it('releases when the routine throws', async () => {
     await expect(redlock.using('throws', 5_000, async () => {
       throw new Error('boom');
     })).rejects.toThrow('boom');
-    expect((await keysOn(clients)).flat()).toEqual([]);
+    await expect.poll(async () => (await keysOn(clients)).flat()).toEqual([]);
   });
 
   it('extends the lock while the routine outlives its ttl', async () => {
@@ -231,7 +231,7 @@ describe('using', () => {
       expect(signal.aborted).toBe(false);
       expect(await redlock.tryAcquire('long', 300)).toBeNull();
     });
-    expect((await keysOn(clients)).flat()).toEqual([]);
+    await expect.poll(async () => (await keysOn(clients)).flat()).toEqual([]);
   });
 
   it('aborts its signal with the reason when the lock is lost', async () => {

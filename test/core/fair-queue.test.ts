@@ -1,0 +1,164 @@
+import type { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Redlock } from '../../lib/index.js';
+import { ACQUIRE_SCRIPT, LEAVE_SCRIPT, QUEUE_ENTRY_STAY_MS, RELEASE_SCRIPT } from '../../lib/core/lua-scripts.js';
+import { connectMasters, disconnectAll, FRESH_FLEET, keysOn } from '../support/masters.js';
+import { RedisFleet } from '../support/redis-fleet.js';
+
+let fleet: RedisFleet;
+const opened: Redis[] = [];
+
+beforeAll(async () => {
+  fleet = await RedisFleet.start(3);
+});
+
+afterAll(async () => {
+  disconnectAll(opened);
+  await fleet?.stopAll();
+});
+
+/** An engine with connections of its own: a separate process, as far as the masters can tell. */
+async function engine(): Promise<{ redlock: Redlock; clients: Redis[] }> {
+  const clients = await connectMasters(fleet.urls());
+  opened.push(...clients);
+  return { redlock: new Redlock(clients, FRESH_FLEET), clients };
+}
+
+/** Resolves once every master has a live queue entry for `resource`: the waiter has enlisted. */
+async function enlisted(clients: readonly Redis[], resource: string): Promise<void> {
+  const entries = () => Promise.all(clients.map((c) => c.hlen(`redlock-queue:${resource}`)));
+  await expect.poll(async () => Math.min(...(await entries()))).toBeGreaterThan(0);
+}
+
+/**
+ * Counts the requests a client sends from now on that may take or free keys: plain SETs and
+ * script calls (not the EVAL that repeats one after NOSCRIPT).
+ */
+function countRequests(client: Redis): { sent: number } {
+  const count = { sent: 0 };
+  for (const method of ['set', 'evalsha'] as const) {
+    const original = (client[method] as (...args: unknown[]) => unknown).bind(client);
+    (client as unknown as Record<string, unknown>)[method] = (...args: unknown[]) => {
+      count.sent++;
+      return original(...args);
+    };
+  }
+  return count;
+}
+
+describe('a released lock goes to the head of the masters\' queue', () => {
+  it('is reserved for the waiter: the releaser cannot take it straight back', async () => {
+    const a = await engine();
+    const b = await engine();
+    const held = await a.redlock.acquire('reserved', 10_000);
+    const waiting = b.redlock.acquire('reserved', 10_000, { waitTimeoutMs: 20_000 });
+    await enlisted(a.clients, 'reserved');
+    await held.release();
+    // The same process, nobody of its own in line: its first try is a plain SET NX, which a
+    // freed key would grant. The reservation refuses it.
+    expect(await a.redlock.tryAcquire('reserved', 10_000)).toBeNull();
+    const lock = await waiting;
+    expect(lock.remainingMs()).toBeGreaterThan(0);
+    await lock.release();
+  });
+
+  it('so a process re-acquiring in a loop cannot starve a waiter of another', async () => {
+    const a = await engine();
+    const b = await engine();
+    let cycles = 0;
+    let waiterDone = false;
+    const loop = (async () => {
+      for (let i = 0; i < 500 && !waiterDone; i++) {
+        const lock = await a.redlock.acquire('loop', 10_000, { waitTimeoutMs: 20_000 });
+        cycles++;
+        await lock.release();
+      }
+    })();
+    await expect.poll(() => cycles).toBeGreaterThan(5); // the loop is running
+    // The cycle count when a majority of masters had told the waiter it was queued.
+    let cyclesAtEnlisting = Number.NaN;
+    const refusals = { count: 0 };
+    for (const client of b.clients) {
+      watchRefusals(client, () => {
+        if (++refusals.count === 2) cyclesAtEnlisting = cycles;
+      });
+    }
+    const lock = await b.redlock.acquire('loop', 10_000, { waitTimeoutMs: 20_000 });
+    waiterDone = true;
+    const cyclesWhenServed = cycles;
+    await lock.release();
+    await loop;
+    expect(cyclesWhenServed).toBeLessThan(500); // served while the loop still ran
+    // Unless it slipped in between two of the loop's holds before a majority had queued it:
+    const served = Number.isNaN(cyclesAtEnlisting) ? 0 : cyclesWhenServed - cyclesAtEnlisting;
+    // The hold in progress when it enlisted, and at most one more already asking: the release
+    // after that is reserved for the waiter. Without the reservation the loop's SET NX, sent
+    // right behind its release, would win every time, for all 500 cycles.
+    expect(served).toBeLessThanOrEqual(2);
+  });
+});
+
+/** Calls `onRefusal` for every acquire-script reply to this client that refused the lock (and queued the caller). */
+function watchRefusals(client: Redis, onRefusal: () => void): void {
+  const evalsha = (client.evalsha as (...args: unknown[]) => Promise<unknown>).bind(client);
+  (client as unknown as Record<string, unknown>).evalsha = async (sha: string, ...rest: unknown[]) => {
+    const reply = await evalsha(sha, ...rest);
+    if (sha === ACQUIRE_SCRIPT.sha && Array.isArray(reply) && reply[0] === 0) onRefusal();
+    return reply;
+  };
+}
+
+describe('queue scripts on one master', () => {
+  const seed = async (client: Redis, key: string, value: string, queue: Record<string, number>) => {
+    const deadline = Number((await client.time())[0]) * 1000 + 60_000;
+    await client.set(key, value, 'PX', 60_000);
+    for (const [waiter, ticket] of Object.entries(queue)) await client.hset(`${key}:q`, waiter, `${ticket} ${deadline}`);
+  };
+
+  it('release reserves the key for the lowest live ticket, for at most the entry stay', async () => {
+    const [client] = await connectMasters([fleet.urls()[0]!]);
+    opened.push(client!);
+    await seed(client!, 'r1', 'tok', { late: 20, early: 10 });
+    expect(await client!.eval(RELEASE_SCRIPT.source, 2, 'r1', 'r1:q', QUEUE_ENTRY_STAY_MS, 'tok', '')).toEqual([1]);
+    expect(await client!.get('r1')).toBe('~early');
+    expect(await client!.pttl('r1')).toBeLessThanOrEqual(QUEUE_ENTRY_STAY_MS);
+    // A release with another token changes nothing.
+    expect(await client!.eval(RELEASE_SCRIPT.source, 2, 'r1', 'r1:q', QUEUE_ENTRY_STAY_MS, 'tok', '')).toEqual([0]);
+    expect(await client!.get('r1')).toBe('~early');
+  });
+
+  it('a waiter leaving hands its reservation on to the next, or frees the key', async () => {
+    const [client] = await connectMasters([fleet.urls()[0]!]);
+    opened.push(client!);
+    await seed(client!, 'r2', '~early', { early: 10, late: 20 });
+    await client!.eval(LEAVE_SCRIPT.source, 2, 'r2', 'r2:q', QUEUE_ENTRY_STAY_MS, 'early');
+    expect(await client!.get('r2')).toBe('~late');
+    await client!.eval(LEAVE_SCRIPT.source, 2, 'r2', 'r2:q', QUEUE_ENTRY_STAY_MS, 'late');
+    expect(await client!.exists('r2', 'r2:q')).toBe(0);
+  });
+});
+
+describe('requests of one tick', () => {
+  it('share one request per master, each lock still all its own', async () => {
+    const { redlock, clients } = await engine();
+    const blocker = await engine();
+    // Two of the keys are held elsewhere: the batch must refuse exactly those.
+    const held = await Promise.all([blocker.redlock.acquire('tick-3', 10_000), blocker.redlock.acquire('tick-7', 10_000)]);
+    const counts = clients.map(countRequests);
+    const locks = await Promise.all(Array.from({ length: 40 }, (_, i) => redlock.tryAcquire(`tick-${i}`, 10_000)));
+    expect(locks.map((lock, i) => (lock === null ? i : -1)).filter((i) => i >= 0)).toEqual([3, 7]);
+    // One take per master for the whole tick, and the refused ones' cleanup: not 40 of each.
+    for (const count of counts) expect(count.sent).toBeLessThanOrEqual(3);
+    for (const lock of locks) {
+      if (!lock) continue;
+      // Decided at a quorum: the last master may still be applying its part of the batch.
+      const values = () => Promise.all(clients.map((c) => c.get(lock.keys[0]!)));
+      await expect.poll(values).toEqual([lock.token, lock.token, lock.token]);
+    }
+    const before = counts.map((count) => count.sent);
+    await Promise.all(locks.map((lock) => lock?.release()));
+    counts.forEach((count, index) => expect(count.sent - before[index]!).toBeLessThanOrEqual(2));
+    await Promise.all(held.map((lock) => lock.release()));
+    await expect.poll(async () => (await keysOn(clients, 'redlock:tick-*')).flat()).toEqual([]);
+  });
+});
