@@ -2,7 +2,7 @@ import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Redlock } from '../../lib/index.js';
 import { ACQUIRE_SCRIPT, LEAVE_SCRIPT, QUEUE_ENTRY_STAY_MS, RELEASE_SCRIPT } from '../../lib/core/lua-scripts.js';
-import { connectMasters, disconnectAll, FRESH_FLEET, keysOn } from '../support/masters.js';
+import { connectMasters, disconnectAll, FRESH_FLEET, keysOn, watchCalls } from '../support/masters.js';
 import { RedisFleet } from '../support/redis-fleet.js';
 
 let fleet: RedisFleet;
@@ -36,13 +36,8 @@ async function enlisted(clients: readonly Redis[], resource: string): Promise<vo
  */
 function countRequests(client: Redis): { sent: number } {
   const count = { sent: 0 };
-  for (const method of ['set', 'evalsha'] as const) {
-    const original = (client[method] as (...args: unknown[]) => unknown).bind(client);
-    (client as unknown as Record<string, unknown>)[method] = (...args: unknown[]) => {
-      count.sent++;
-      return original(...args);
-    };
-  }
+  watchCalls(client, 'set', () => count.sent++);
+  watchCalls(client, 'evalsha', () => count.sent++);
   return count;
 }
 
@@ -100,12 +95,10 @@ describe('a released lock goes to the head of the masters\' queue', () => {
 
 /** Calls `onRefusal` for every acquire-script reply to this client that refused the lock (and queued the caller). */
 function watchRefusals(client: Redis, onRefusal: () => void): void {
-  const evalsha = (client.evalsha as (...args: unknown[]) => Promise<unknown>).bind(client);
-  (client as unknown as Record<string, unknown>).evalsha = async (sha: string, ...rest: unknown[]) => {
-    const reply = await evalsha(sha, ...rest);
-    if (sha === ACQUIRE_SCRIPT.sha && Array.isArray(reply) && reply[0] === 0) onRefusal();
-    return reply;
-  };
+  watchCalls(client, 'evalsha', ([sha], reply) => {
+    if (sha !== ACQUIRE_SCRIPT.sha) return;
+    reply.then((r) => Array.isArray(r) && r[0] === 0 && onRefusal(), () => {});
+  });
 }
 
 describe('queue scripts on one master', () => {

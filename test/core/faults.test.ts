@@ -2,7 +2,7 @@ import type { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { LockHeldError, QuorumUnreachableError, Redlock } from '../../lib/index.js';
 import { ACQUIRE_SCRIPT, RELEASE_SCRIPT } from '../../lib/core/lua-scripts.js';
-import { connectMasters, disconnectAll, FRESH_FLEET, keysOn, untilReady } from '../support/masters.js';
+import { connectMasters, disconnectAll, FRESH_FLEET, keysOn, untilReady, watchCalls } from '../support/masters.js';
 import { RedisFleet } from '../support/redis-fleet.js';
 
 let fleet: RedisFleet;
@@ -44,18 +44,12 @@ const nameOf = (index: number) => `127.0.0.1:${fleet.nodes[index]!.port}`;
  */
 function countLockRequests(client: Redis): { acquires: number; releases: number } {
   const count = { acquires: 0, releases: 0 };
-  const evalsha = client.evalsha.bind(client);
-  const set = client.set.bind(client);
-  client.evalsha = ((sha: string, numberOfKeys: number, ...rest: unknown[]) => {
+  watchCalls(client, 'set', () => count.acquires++);
+  watchCalls(client, 'evalsha', ([sha, numberOfKeys]) => {
     if (sha === ACQUIRE_SCRIPT.sha) count.acquires++;
     // One call may carry the releases of several locks (lock keys, then as many queue keys).
-    if (sha === RELEASE_SCRIPT.sha) count.releases += numberOfKeys / 2;
-    return (evalsha as (...args: unknown[]) => unknown)(sha, numberOfKeys, ...rest);
-  }) as Redis['evalsha'];
-  client.set = ((...args: unknown[]) => {
-    count.acquires++;
-    return (set as (...args: unknown[]) => unknown)(...args);
-  }) as Redis['set'];
+    if (sha === RELEASE_SCRIPT.sha) count.releases += Number(numberOfKeys) / 2;
+  });
   return count;
 }
 

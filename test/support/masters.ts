@@ -43,3 +43,20 @@ export async function keysOn(clients: readonly Redis[], pattern = '*'): Promise<
  * quarantine itself leave it on.
  */
 export const FRESH_FLEET = { restartQuarantineMs: false } as const;
+
+/**
+ * From now on, tells `observe` of every `method` call on `client`: its arguments, and the
+ * reply it will settle with. For counting what the engine sends a master, without a mock.
+ */
+export function watchCalls(
+  client: Redis,
+  method: 'set' | 'evalsha',
+  observe: (args: unknown[], reply: Promise<unknown>) => void,
+): void {
+  const original = (client[method] as (...args: unknown[]) => Promise<unknown>).bind(client);
+  (client as unknown as Record<string, unknown>)[method] = (...args: unknown[]) => {
+    const reply = original(...args);
+    observe(args, reply);
+    return reply;
+  };
+}
