@@ -19,24 +19,33 @@ export class LocalQueue {
 
   /**
    * Resolves when the caller is at the head of `key`'s line, with whether the caller before it
-   * gave up because too few masters answered; `leave` must follow, always.
+   * gave up because too few masters answered; `leave` must follow, always. Rejects with
+   * `signal`'s reason when it aborts first, or with an Error after `timeoutMs`.
    */
-  async join(key: string, signal?: AbortSignal): Promise<boolean> {
+  async join(key: string, signal?: AbortSignal, timeoutMs?: number): Promise<boolean> {
     const line = this.#lines.get(key);
     if (!line) {
       this.#lines.set(key, []);
       return false;
     }
+    if (signal?.aborted) throw signal.reason;
     return new Promise<boolean>((resolve, reject) => {
+      // A plain timer, not AbortSignal.timeout/any: under contention every caller comes through
+      // here, and those cost a signal, a weak timer and a listener set each.
+      const giveUp = (error: unknown) => {
+        clearTimeout(timer);
+        signal?.removeEventListener('abort', onAbort);
+        const index = line.indexOf(turn);
+        if (index >= 0) line.splice(index, 1);
+        reject(error);
+      };
       const turn = (predecessorFoundNoQuorum: boolean) => {
+        clearTimeout(timer);
         signal?.removeEventListener('abort', onAbort);
         resolve(predecessorFoundNoQuorum);
       };
-      const onAbort = () => {
-        const index = line.indexOf(turn);
-        if (index >= 0) line.splice(index, 1);
-        reject(signal!.reason);
-      };
+      const onAbort = () => giveUp(signal!.reason);
+      const timer = timeoutMs === undefined ? undefined : setTimeout(() => giveUp(new Error(`not at the head of the line after ${timeoutMs} ms`)), timeoutMs);
       line.push(turn);
       signal?.addEventListener('abort', onAbort, { once: true });
     });
@@ -54,3 +63,4 @@ export class LocalQueue {
     else this.#lines.delete(key);
   }
 }
+

@@ -8,6 +8,9 @@ import type { RoundReply } from './quorum-round.js';
  */
 export const QUEUE_ENTRY_STAY_MS = 1_000;
 
+/** Followed by a process id: the channel on which the masters wake that process's queue heads. */
+export const WAKE_CHANNEL_PREFIX = 'redlock-wake:';
+
 export interface LuaScript {
   readonly name: string;
   readonly source: string;
@@ -29,7 +32,12 @@ function script(name: string, source: string): LuaScript {
  *   long as its entry lives, at most `stay` ms, and the head alone is woken: nobody else can
  *   slip in, not even a caller trying a plain SET NX, while the head comes to take it. The
  *   reservation grants nothing; the head still needs a full round. Else the key is deleted,
- *   and a queue whose entries all died is told so ('' wakes anyone listening).
+ *   and a queue whose entries all died is told so ('' on the key's channel wakes anyone
+ *   listening).
+ *   The head is woken on its own process's channel (WAKE_CHANNEL_PREFIX + the part of its id
+ *   before ':'), with "<id> <key>": only that process hears it. On the key's channel every
+ *   process waiting for the key would be sent the message, one write per process and master
+ *   for every release, to wake one waiter.
  */
 const QUEUE_LUA = `local clock
 local function nowMs()
@@ -65,7 +73,11 @@ local function handOn(key, q, stay)
   else
     redis.call('DEL', key)
   end
-  redis.call('PUBLISH', key, head or '')
+  if head then
+    redis.call('PUBLISH', '${WAKE_CHANNEL_PREFIX}' .. string.match(head, '^[^:]*'), head .. ' ' .. key)
+  else
+    redis.call('PUBLISH', key, '')
+  end
 end
 `;
 

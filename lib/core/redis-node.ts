@@ -84,9 +84,13 @@ export class RedisNode {
       if ((await this.client.set(key, token, 'PX', ttlMs, 'NX')) === 'OK') return [TAKEN];
       return [await this.client.pttl(key)];
     }
+    const keys = items.map((item) => item.key);
     const args: (string | number)[] = [];
     for (const item of items) args.push(item.token, item.ttlMs);
-    return (await this.run(TAKE_SCRIPT, items.map((item) => item.key), args)) as unknown[];
+    // EVAL, never EVALSHA: a take is never answered NOSCRIPT and re-sent, so a release may go out
+    // right behind it on this connection (the engine's releaseKeys relies on it). The source is
+    // a few hundred bytes for a whole tick's takes.
+    return (await this.client.eval(TAKE_SCRIPT.source, keys.length, ...keys, ...args)) as unknown[];
   }
 
   async #sendFrees(items: readonly FreeRequest[]): Promise<number[]> {

@@ -140,9 +140,9 @@ export function resolveWait(
     retryJitterMs: overrides.retryJitterMs ?? base.retryJitterMs,
   };
   checkCount('retryCount', wait.retryCount);
-  checkNonNegative('waitTimeoutMs', wait.waitTimeoutMs);
-  checkNonNegative('retryDelayMs', wait.retryDelayMs);
-  checkNonNegative('retryJitterMs', wait.retryJitterMs);
+  checkDelay('waitTimeoutMs', wait.waitTimeoutMs);
+  checkDelay('retryDelayMs', wait.retryDelayMs);
+  checkDelay('retryJitterMs', wait.retryJitterMs);
   return wait;
 }
 
@@ -178,8 +178,25 @@ function checkCount(argument: string, value: unknown): void {
   if (!ok) throw new InvalidArgumentError(argument, value, 'expected a non-negative integer or Infinity');
 }
 
+/** The longest a Node timer can wait; a longer delay fires after 1 ms instead. */
+const MAX_DELAY_MS = 2 ** 31 - 1;
+
+/** A time the engine waits out on a timer: longer than a timer can wait would mean not at all. */
+function checkDelay(argument: string, value: unknown): void {
+  if (typeof value !== 'number' || !Number.isFinite(value) || value < 0 || value > MAX_DELAY_MS) {
+    throw new InvalidArgumentError(argument, value, `expected a number of ms in [0, ${MAX_DELAY_MS}]`);
+  }
+}
+
 function checkNonNegative(argument: string, value: unknown): void {
   if (typeof value !== 'number' || !Number.isFinite(value) || value < 0) {
     throw new InvalidArgumentError(argument, value, 'expected a finite number >= 0');
   }
+}
+
+const MAX_DEFAULT_NODE_TIMEOUT_MS = 100;
+
+/** How long a round with this ttl waits for the masters: the option, or 10% of the ttl within [1, 100] ms. */
+export function nodeTimeoutMs(options: ResolvedRedlockOptions, ttlMs: number): number {
+  return options.nodeTimeoutMs ?? Math.max(1, Math.min(MAX_DEFAULT_NODE_TIMEOUT_MS, Math.round(ttlMs / 10)));
 }

@@ -2,15 +2,7 @@ import { EventEmitter } from 'node:events';
 import type { Redis } from 'ioredis';
 import { autoExtend } from './auto-extender.js';
 import { monotonicNow, validityLeftMs } from './clock.js';
-import {
-  AcquireAbortedError,
-  ExtensionLimitError,
-  isFailure,
-  LockHeldError,
-  LockLostError,
-  QuorumUnreachableError,
-  RedlockError,
-} from './errors.js';
+import { AcquireAbortedError, ExtensionLimitError, LockHeldError, LockLostError } from './errors.js';
 import { Lock, type LockEngine, type ReleaseResult } from './lock.js';
 import { currentScope, LockSession } from './lock-session.js';
 import { nextFence } from './fence.js';
@@ -22,19 +14,21 @@ import {
   grantedIfPositive,
   interpretAcquire,
   interpretTake,
-  LEAVE_SCRIPT,
   QUEUE_ENTRY_STAY_MS,
 } from './lua-scripts.js';
 import { inFlight, runRound, type RoundReply, type RoundResult } from './quorum-round.js';
 import { mastersFrom, type RedisNode } from './redis-node.js';
 import { LocalHandOver, lineOf } from './local-hand-over.js';
 import { LocalQueue } from './local-queue.js';
+import { QueueEntries } from './queue-entries.js';
 import { ReleaseWakeups } from './release-wakeups.js';
+import { roundFailure, type RoundFailure } from './round-failure.js';
 import { RestartQuarantine, type QuarantineNotice } from './restart-quarantine.js';
 import { Waiter } from './waiter.js';
 import {
   checkResources,
   checkTtl,
+  nodeTimeoutMs,
   resolveOptions,
   resolveWait,
   type RedlockOptions,
@@ -57,9 +51,8 @@ export interface UsingOptions extends AcquireOptions {
 
 export type LockedRoutine<T> = (signal: AbortSignal, lock: Lock) => Promise<T>;
 
-type Attempt = { lock: Lock } | { error: RedlockError; retryable: boolean };
+type Attempt = { lock: Lock } | RoundFailure;
 
-const MAX_DEFAULT_NODE_TIMEOUT_MS = 100;
 /**
  * Rounds in which too few masters answered are retried this many times only: enough to ride
  * out a blip or a stall under load, few enough that callers hear of a majority outage within
@@ -85,6 +78,7 @@ export class Redlock extends EventEmitter implements LockEngine {
   readonly #wakeups: ReleaseWakeups | undefined;
   readonly #localQueue = new LocalQueue();
   readonly #handOver = new LocalHandOver(this, this.#localQueue);
+  readonly #entries: QueueEntries;
 
   constructor(clients: Redis | readonly Redis[], options: RedlockOptions = {}) {
     super();
@@ -94,6 +88,7 @@ export class Redlock extends EventEmitter implements LockEngine {
       this.#quarantine = new RestartQuarantine(window, (notice) => this.#onQuarantine(notice));
     }
     this.nodes = mastersFrom(clients);
+    this.#entries = new QueueEntries(this.nodes, this.options);
     // Ask every master who it is now, so the first acquire does not pay that round trip; a
     // master that cannot answer yet is asked again at its first vote.
     for (const node of this.nodes) this.#quarantine?.admit(node)?.catch(() => {});
@@ -164,7 +159,7 @@ export class Redlock extends EventEmitter implements LockEngine {
         if (!result.retryable) unreachableRounds++;
         const retryable = result.retryable || unreachableRounds <= UNREACHABLE_RETRIES;
         if (!retryable || attempt > wait.retryCount || left <= 0) {
-          this.#leaveQueues(list, waiter);
+          this.#entries.leave(list, waiter);
           foundNoQuorum = !retryable;
           throw result.error;
         }
@@ -173,7 +168,7 @@ export class Redlock extends EventEmitter implements LockEngine {
         try {
           await (!fencing && queues ? this.#handOver.asleep(line, waiter, pause) : pause());
         } catch {
-          this.#leaveQueues(list, waiter);
+          this.#entries.leave(list, waiter);
           throw new AcquireAbortedError(list, options.signal?.reason);
         }
         if (waiter.handed) return waiter.handed;
@@ -186,41 +181,12 @@ export class Redlock extends EventEmitter implements LockEngine {
 
   /** Waits behind this process's earlier callers for the same resources, within the wait budget. */
   async #joinLocalLine(line: string, resources: string[], signal: AbortSignal | undefined, budgetMs: number): Promise<boolean> {
-    if (!this.#localQueue.busy(line)) return this.#localQueue.join(line); // the common case: no timer
-    const deadline = AbortSignal.timeout(Math.max(1, budgetMs));
     try {
-      return await this.#localQueue.join(line, signal ? AbortSignal.any([signal, deadline]) : deadline);
+      return await this.#localQueue.join(line, signal, Math.max(1, budgetMs));
     } catch {
       if (signal?.aborted) throw new AcquireAbortedError(resources, signal.reason);
       throw new LockHeldError(resources, [], 0, undefined);
     }
-  }
-
-  /**
-   * A waiter that gives up leaves the masters' queues at once, and hands on keys reserved for
-   * it, instead of blocking the others until its entry dies.
-   */
-  #leaveQueues(resources: readonly string[], waiter: Waiter, nodes: readonly RedisNode[] = this.nodes): void {
-    if (!waiter.id) return;
-    const keys = [...resources.map((resource) => this.options.keyPrefix + resource), ...this.queueKeys(resources)];
-    for (const node of nodes) node.run(LEAVE_SCRIPT, keys, [QUEUE_ENTRY_STAY_MS, waiter.id]).catch(() => {});
-  }
-
-  /**
-   * After a win: entries on masters that refused us would head their queues until they died
-   * (up to a ttl and a second), so were this holder to crash its successor would wait that long.
-   * Withdraws them now, and on stragglers when their refusal lands.
-   */
-  #withdrawWhereRefused(resources: readonly string[], waiter: Waiter, round: RoundResult): void {
-    if (!waiter.id) return;
-    if (waiter.enlisted) this.#leaveQueues(resources, waiter);
-    round.outcomes.forEach((outcome, index) => {
-      if (outcome.status !== 'pending' && outcome.status !== 'timeout') return;
-      const node = this.nodes[index]!;
-      inFlight(round, index)?.then(() => {
-        if (outcome.status === 'refused') this.#leaveQueues(resources, waiter, [node]);
-      });
-    });
   }
 
   /**
@@ -313,7 +279,7 @@ export class Redlock extends EventEmitter implements LockEngine {
       lock.renewed(end + left, ttlMs);
       return;
     }
-    const failure = this.classify(lock.resources, round, left, 0);
+    const failure = roundFailure(lock.resources, round, this.quorum, left, 0);
     if (failure.error instanceof LockHeldError) {
       const lost = new LockLostError(lock.resources, 'a majority of masters no longer holds this lock', round.outcomes);
       lock.markLost(lost);
@@ -331,7 +297,7 @@ export class Redlock extends EventEmitter implements LockEngine {
     if (passed) {
       this.#held.add(passed.handed);
       // The new holder's queue entries are cleared by its own release; the old holder's, now.
-      if (enlisted(acquisition)) this.#leaveQueues(lock.resources, acquisition.waiter);
+      if (enlisted(acquisition)) this.#entries.leave(lock.resources, acquisition.waiter);
       this.#acquisitions.set(passed.handed, { round: acquisition.round, waiter: passed.to, queuing: false });
       return { releasedOn: 0, heldUntilRelease: true, nodes: [], handedOver: true };
     }
@@ -355,7 +321,7 @@ export class Redlock extends EventEmitter implements LockEngine {
     const token = newToken();
     const start = monotonicNow();
     let round: RoundResult;
-    const scriptKeys = plain ? [] : [...keys, ...this.queueKeys(resources)];
+    const scriptKeys = plain ? [] : [...keys, ...this.#entries.keys(resources)];
     if (plain) {
       round = await this.round(ttlMs, interpretTake, this.vote((node) => node.take(keys[0]!, token, ttlMs)));
     } else {
@@ -382,40 +348,14 @@ export class Redlock extends EventEmitter implements LockEngine {
       this.#held.add(lock);
       this.#handOver.held(lineOf(keys), lock);
       if (this.#held.size >= this.#pruneHeldAt) this.#pruneHeld();
-      this.#acquisitions.set(lock, { round, waiter, queuing: !plain });
-      if (!plain) this.#withdrawWhereRefused(resources, waiter, round);
+      this.#acquisitions.set(lock, { round: plain ? undefined : round, waiter, queuing: !plain });
+      if (!plain) this.#entries.withdrawWhereRefused(resources, waiter, round);
       return { lock };
     }
     // Timed-out requests may still be applied, and a late grant may land on any node: clean
-    // everywhere, each node only after its acquire has finished (see releaseKeys).
-    await this.releaseKeys(resources, keys, token, ttlMs, round);
-    return this.classify(resources, round, left, attempt);
-  }
-
-  /**
-   * Why a round failed. Too few masters answering is not worth waiting out (callers get a fast
-   * failure after UNREACHABLE_RETRIES); contention, quarantine and a round too slow for the
-   * ttl are.
-   */
-  private classify(resources: string[] | readonly string[], round: RoundResult, validity: number, attempt: number) {
-    const total = this.nodes.length;
-    const failed = round.outcomes.filter((o) => isFailure(o.status)).length;
-    if (failed > total - this.quorum) {
-      // Worth waiting only for a quarantine, which ends by itself.
-      const retryable = round.outcomes.some((o) => o.status === 'quarantined');
-      return { error: new QuorumUnreachableError(resources, this.quorum, round.outcomes), retryable };
-    }
-    if (round.granted >= this.quorum) {
-      const detail = `granted with ${Math.round(validity)} ms of validity left, which is no validity`;
-      return { error: new QuorumUnreachableError(resources, this.quorum, round.outcomes, detail), retryable: true };
-    }
-    const refusals = round.outcomes.filter((o) => o.status === 'refused');
-    const retryAfter = refusals.reduce<number | undefined>(
-      (max, o) => (o.value !== undefined && o.value >= 0 ? Math.max(max ?? 0, o.value) : max),
-      undefined,
-    );
-    const refusedBy = refusals.map((o) => o.node);
-    return { error: new LockHeldError(resources, refusedBy, attempt, retryAfter), retryable: true };
+    // everywhere, behind a scripted acquire only once it has finished (see releaseKeys).
+    await this.releaseKeys(resources, keys, token, ttlMs, plain ? undefined : round);
+    return roundFailure(resources, round, this.quorum, left, attempt);
   }
 
   /** Forgets locks that expired without a release (lost ones), at amortised O(1) per acquire. */
@@ -427,29 +367,28 @@ export class Redlock extends EventEmitter implements LockEngine {
   /**
    * Compare-and-delete on every master, settled like any round as soon as the outcome is known
    * (a quorum freed the keys, or cannot have): the stragglers' requests are already on their
-   * connections, and whatever this process sends those masters next queues behind them. Where
-   * an acquire with this token may still be in flight, the release waits for it: one connection keeps command order, but an EVALSHA
-   * answered NOSCRIPT is re-sent as EVAL behind whatever was queued meanwhile, so an
-   * unchained release could run first and leave the late acquire's key behind.
+   * connections, and whatever this process sends those masters next queues behind them.
+   * One connection keeps command order, with one exception: an EVALSHA answered NOSCRIPT is
+   * re-sent as EVAL behind whatever was queued meanwhile. So behind a scripted acquire still
+   * in flight (`scriptRound`), the release waits for it, or it could run first and leave the
+   * late acquire's key behind. Takes are plain SETs or EVALs, which are never re-sent: a
+   * release goes out at once behind them, and the next take on that master does not queue
+   * behind a late release.
    */
   private releaseKeys(
     resources: readonly string[],
     keys: readonly string[],
     token: string,
     ttlMs: number,
-    acquireRound?: RoundResult,
+    scriptRound?: RoundResult,
     waiterId = '',
   ): Promise<RoundResult> {
-    const request = { keys, queueKeys: this.queueKeys(resources), token, waiterId };
+    const request = { keys, queueKeys: this.#entries.keys(resources), token, waiterId };
     const release = (node: RedisNode) => node.free(request);
     return this.round(ttlMs, grantedIfPositive, (node, index) => {
-      const pending = inFlight(acquireRound, index);
+      const pending = inFlight(scriptRound, index);
       return pending ? pending.then(() => release(node)) : release(node);
     });
-  }
-
-  private queueKeys(resources: readonly string[]): string[] {
-    return resources.map((resource) => this.options.queueKeyPrefix + resource);
   }
 
   private round(
@@ -457,7 +396,7 @@ export class Redlock extends EventEmitter implements LockEngine {
     interpret: (reply: unknown) => RoundReply,
     send: (node: RedisNode, index: number) => Promise<unknown>,
   ): Promise<RoundResult> {
-    const timeoutMs = this.options.nodeTimeoutMs ?? defaultNodeTimeout(ttlMs);
+    const timeoutMs = nodeTimeoutMs(this.options, ttlMs);
     return runRound(this.nodes, { quorum: this.quorum, timeoutMs }, send, interpret);
   }
 
@@ -479,8 +418,11 @@ export class Redlock extends EventEmitter implements LockEngine {
 }
 
 interface Acquisition {
-  /** The winning round: when each master's acquire request finished (a release must not overtake it). */
-  readonly round: RoundResult;
+  /**
+   * The winning round if it ran a script: a release must not overtake its requests still in
+   * flight (see releaseKeys). Undefined for plain SETs, which nothing re-sends out of order.
+   */
+  readonly round: RoundResult | undefined;
   /** The waiter id the lock queued under (its release clears that entry everywhere). */
   readonly waiter: Waiter;
   /** The winning round could queue the waiter where it was refused (not a plain SET NX). */
@@ -494,9 +436,5 @@ interface Acquisition {
  * cleared; only when every master is known to have granted is there certainly none.
  */
 function enlisted(acquisition: Acquisition): boolean {
-  return acquisition.waiter.enlisted || (acquisition.queuing && acquisition.round.outcomes.some((o) => o.status !== 'granted'));
-}
-
-function defaultNodeTimeout(ttlMs: number): number {
-  return Math.max(1, Math.min(MAX_DEFAULT_NODE_TIMEOUT_MS, Math.round(ttlMs / 10)));
+  return acquisition.waiter.enlisted || (acquisition.queuing && acquisition.round!.outcomes.some((o) => o.status !== 'granted'));
 }

@@ -1,18 +1,28 @@
 import type { Redis } from 'ioredis';
+import { WAKE_CHANNEL_PREFIX } from './lua-scripts.js';
 import type { RedisNode } from './redis-node.js';
+import { PROCESS_ID } from './token.js';
 
-/** Called with the published message: the id of the waiter whose turn it is, or '' for anyone. */
+/**
+ * How long a key's channel stays subscribed after its last listener left: under steady
+ * contention the next waiter for the key needs no SUBSCRIBE.
+ */
 const LINGER_MS = 1_000;
 /** How long a waiter waits for a master to confirm a subscription before relying on its timer. */
 const SUBSCRIBE_WAIT_MS = 100;
 
+/** Called with the id of the waiter whose turn it is, or '' for anyone. */
 type Listener = (nextWaiter: string) => void;
 
+/** Where the masters name this process's queue heads: "<waiter id> <lock key>" (see handOn). */
+const PROCESS_CHANNEL = WAKE_CHANNEL_PREFIX + PROCESS_ID;
+
 /**
- * Wakes waiters when a lock they wait for is released: the release script publishes on the
- * lock key's name, and each process keeps one subscriber connection per master, shared by
- * every key, with reference-counted subscriptions. Messages can be lost (reconnects), and a
- * crashed holder publishes nothing, so waiters always keep a fallback timer as well.
+ * Wakes waiters when a lock they wait for is released: the release script names the queue's
+ * head on its process's channel, or tells everyone on the lock key's channel that the queue
+ * died. Each process keeps one subscriber connection per master, shared by every key, with
+ * reference-counted subscriptions to the key channels. Messages can be lost (reconnects), and
+ * a crashed holder publishes nothing, so waiters always keep a fallback timer as well.
  */
 export class ReleaseWakeups {
   readonly #subscribers = new Map<RedisNode, Subscriber>();
@@ -84,8 +94,15 @@ export class ReleaseWakeups {
     let subscriber = this.#subscribers.get(node);
     if (!subscriber) {
       subscriber = new Subscriber(node.client, (channel, message) => {
-        const set = this.#listeners.get(channel);
-        if (set) for (const listener of [...set]) listener(message);
+        let key = channel;
+        let next = message;
+        if (channel === PROCESS_CHANNEL) {
+          const space = message.indexOf(' ');
+          next = message.slice(0, space);
+          key = message.slice(space + 1);
+        }
+        const set = this.#listeners.get(key);
+        if (set) for (const listener of [...set]) listener(next);
       });
       this.#subscribers.set(node, subscriber);
     }
@@ -95,6 +112,8 @@ export class ReleaseWakeups {
 
 class Subscriber {
   readonly #connection: Redis;
+  /** Subscribed, or subscribing, to this process's channel. */
+  #joined = false;
 
   constructor(client: Redis, onMessage: (channel: string, message: string) => void) {
     // A connection of its own: a subscribed connection can run nothing else, and auto-pipelining
@@ -108,11 +127,20 @@ class Subscriber {
   }
 
   async subscribe(channels: string[]): Promise<void> {
+    // The first SUBSCRIBE also joins this process's channel (until one succeeds); ioredis
+    // re-subscribes after reconnects.
+    const joining = !this.#joined;
+    if (joining) {
+      this.#joined = true;
+      channels = [PROCESS_CHANNEL, ...channels];
+    }
     // A master that is down cannot wake anyone, and the fallback timer covers it: wait for the
     // confirmation only briefly, and let the queued SUBSCRIBE land when the master comes back.
     const confirmed = this.#connection.subscribe(...channels).then(
       () => undefined,
-      () => undefined,
+      () => {
+        if (joining) this.#joined = false;
+      },
     );
     let timer: NodeJS.Timeout | undefined;
     const gaveUp = new Promise<void>((resolve) => {

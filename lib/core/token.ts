@@ -17,3 +17,9 @@ export function newToken(): string {
   offset += 16;
   return token;
 }
+
+/**
+ * This process among all clients of the masters: the first part of its waiter ids, and the
+ * name of the channel its queue heads are woken on. base64url, so it never contains ':'.
+ */
+export const PROCESS_ID = randomBytes(9).toString('base64url');

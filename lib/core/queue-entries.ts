@@ -1,0 +1,65 @@
+import { LEAVE_SCRIPT, QUEUE_ENTRY_STAY_MS } from './lua-scripts.js';
+import type { NodeStatus } from './node-outcome.js';
+import { inFlight, type RoundResult } from './quorum-round.js';
+import type { RedisNode } from './redis-node.js';
+import type { Waiter } from './waiter.js';
+
+/** Key names of a resource on the masters. */
+export interface KeyNames {
+  readonly keyPrefix: string;
+  readonly queueKeyPrefix: string;
+}
+
+/**
+ * A waiter's entries in the masters' fair queues (one hash per resource): an entry that
+ * outlives its reason stands ahead of every other waiter until it dies, up to a ttl and a
+ * second, so the engine withdraws entries as soon as they are no longer needed.
+ */
+export class QueueEntries {
+  constructor(
+    private readonly nodes: readonly RedisNode[],
+    private readonly names: KeyNames,
+  ) {}
+
+  keys(resources: readonly string[]): string[] {
+    return resources.map((resource) => this.names.queueKeyPrefix + resource);
+  }
+
+  /**
+   * A waiter that gives up leaves the masters' queues, and hands on keys reserved for it,
+   * instead of blocking the others until its entry dies. Sent after the current I/O turn: it
+   * only spares others a wait, and a holder's first writes should not queue behind it.
+   */
+  leave(resources: readonly string[], waiter: Waiter, nodes: readonly RedisNode[] = this.nodes): void {
+    if (!waiter.id || nodes.length === 0) return;
+    const keys = [...resources.map((resource) => this.names.keyPrefix + resource), ...this.keys(resources)];
+    setImmediate(() => {
+      for (const node of nodes) node.run(LEAVE_SCRIPT, keys, [QUEUE_ENTRY_STAY_MS, waiter.id]).catch(() => {});
+    });
+  }
+
+  /**
+   * After a win: entries on masters that did not grant would head their queues until they died,
+   * so were this holder to crash its successor would wait that long. A grant dropped our entry
+   * on its master; elsewhere it is withdrawn, on a straggler once its answer has landed (a leave
+   * overtaking the acquire would be undone by it).
+   */
+  withdrawWhereRefused(resources: readonly string[], waiter: Waiter, round: RoundResult): void {
+    if (!waiter.id) return;
+    // An entry is left where the master refused us, in this round or (enlisted) an earlier one.
+    const holdsEntry = (status: NodeStatus) => status === 'refused' || (waiter.enlisted && status !== 'granted');
+    const landed: RedisNode[] = [];
+    round.outcomes.forEach((outcome, index) => {
+      const node = this.nodes[index]!;
+      const pending = inFlight(round, index);
+      if (pending) {
+        pending.then(() => {
+          if (holdsEntry(outcome.status)) this.leave(resources, waiter, [node]);
+        });
+      } else if (holdsEntry(outcome.status)) {
+        landed.push(node);
+      }
+    });
+    this.leave(resources, waiter, landed);
+  }
+}

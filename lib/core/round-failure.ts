@@ -1,0 +1,40 @@
+import { isFailure, LockHeldError, QuorumUnreachableError, type RedlockError } from './errors.js';
+import type { RoundResult } from './quorum-round.js';
+
+export interface RoundFailure {
+  readonly error: RedlockError;
+  /** Worth another round after a pause. */
+  readonly retryable: boolean;
+}
+
+/**
+ * Why an acquire round failed. Too few masters answering is not worth waiting out (the engine
+ * gives callers a fast failure after a couple of such rounds); contention, quarantine and a
+ * round too slow for the ttl are.
+ */
+export function roundFailure(
+  resources: readonly string[],
+  round: RoundResult,
+  quorum: number,
+  validityLeftMs: number,
+  attempt: number,
+): RoundFailure {
+  const total = round.outcomes.length;
+  const failed = round.outcomes.filter((o) => isFailure(o.status)).length;
+  if (failed > total - quorum) {
+    // Worth waiting only for a quarantine, which ends by itself.
+    const retryable = round.outcomes.some((o) => o.status === 'quarantined');
+    return { error: new QuorumUnreachableError(resources, quorum, round.outcomes), retryable };
+  }
+  if (round.granted >= quorum) {
+    const detail = `granted with ${Math.round(validityLeftMs)} ms of validity left, which is no validity`;
+    return { error: new QuorumUnreachableError(resources, quorum, round.outcomes, detail), retryable: true };
+  }
+  const refusals = round.outcomes.filter((o) => o.status === 'refused');
+  const retryAfter = refusals.reduce<number | undefined>(
+    (max, o) => (o.value !== undefined && o.value >= 0 ? Math.max(max ?? 0, o.value) : max),
+    undefined,
+  );
+  const refusedBy = refusals.map((o) => o.node);
+  return { error: new LockHeldError(resources, refusedBy, attempt, retryAfter), retryable: true };
+}
