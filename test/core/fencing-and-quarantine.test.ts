@@ -93,8 +93,12 @@ describe('restart quarantine', () => {
     redlock.on('quarantine', (notice: QuarantineNotice) => notices.push(notice));
     const error = await redlock.acquire('young', 5_000, { waitTimeoutMs: 0 }).catch((e) => e);
     expect(error).toBeInstanceOf(QuorumUnreachableError);
-    expect(error.nodes.map((n: { status: string }) => n.status)).toEqual(['quarantined', 'quarantined', 'quarantined']);
-    expect(notices.map((n) => n.node).sort()).toEqual(fleet.nodes.map((n) => `127.0.0.1:${n.port}`).sort());
+    // The round is decided once two of three are quarantined; the third may not have said who it is yet.
+    const statuses: string[] = error.nodes.map((n: { status: string }) => n.status);
+    expect(statuses.filter((s) => s === 'quarantined').length).toBeGreaterThanOrEqual(2);
+    expect(statuses.every((s) => s === 'quarantined' || s === 'pending')).toBe(true);
+    const every = fleet.nodes.map((n) => `127.0.0.1:${n.port}`).sort();
+    await expect.poll(() => notices.map((n) => n.node).sort()).toEqual(every);
     expect(notices.every((n) => n.reason === 'recent start' && n.remainingMs > 590_000)).toBe(true);
   });
 
