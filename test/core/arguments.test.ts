@@ -98,6 +98,16 @@ describe('masters', () => {
     expect(() => new Redlock(clients, { ...FRESH_FLEET, retryCount: -1 })).toThrow(expect.objectContaining({ argument: 'retryCount' }));
     expect(() => new Redlock(clients, { ...FRESH_FLEET, maxExtensions: 1.5 })).toThrow(expect.objectContaining({ argument: 'maxExtensions' }));
   });
+
+  it('refuses waits longer than a timer can measure, which would otherwise end after 1 ms', async () => {
+    // 2^31 ms (about 25 days): Node would fire such a timer at once, and a waiter behind a
+    // caller of this process would give up immediately instead of waiting.
+    expect(() => new Redlock(clients, { ...FRESH_FLEET, waitTimeoutMs: 2 ** 31 })).toThrow(expect.objectContaining({ argument: 'waitTimeoutMs' }));
+    const error = await redlock.acquire('delay', 1_000, { retryDelayMs: 2 ** 31 }).catch((e) => e);
+    expect(error).toBeInstanceOf(InvalidArgumentError);
+    expect(error.argument).toBe('retryDelayMs');
+    expect(await redlock.acquire('delay', 1_000, { waitTimeoutMs: 2 ** 31 - 1 }).then((lock) => lock.release())).toMatchObject({ heldUntilRelease: true });
+  });
 });
 
 describe('credentials', () => {

@@ -1,8 +1,7 @@
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Redlock } from '../../lib/index.js';
-import { ACQUIRE_SCRIPT, LEAVE_SCRIPT, QUEUE_ENTRY_STAY_MS, RELEASE_SCRIPT } from '../../lib/core/lua-scripts.js';
-import { connectMasters, disconnectAll, FRESH_FLEET, keysOn, watchCalls } from '../support/masters.js';
+import { ACQUIRE_SCRIPT, LEAVE_SCRIPT, QUEUE_ENTRY_STAY_MS, RELEASE_SCRIPT, WAKE_CHANNEL_PREFIX } from '../../lib/core/lua-scripts.js';
+import { connectMasters, disconnectAll, keysOn, separateEngine, watchCalls } from '../support/masters.js';
 import { RedisFleet } from '../support/redis-fleet.js';
 
 let fleet: RedisFleet;
@@ -17,12 +16,7 @@ afterAll(async () => {
   await fleet?.stopAll();
 });
 
-/** An engine with connections of its own: a separate process, as far as the masters can tell. */
-async function engine(): Promise<{ redlock: Redlock; clients: Redis[] }> {
-  const clients = await connectMasters(fleet.urls());
-  opened.push(...clients);
-  return { redlock: new Redlock(clients, FRESH_FLEET), clients };
-}
+const engine = () => separateEngine(fleet.urls(), opened);
 
 /** Resolves once every master has a live queue entry for `resource`: the waiter has enlisted. */
 async function enlisted(clients: readonly Redis[], resource: string): Promise<void> {
@@ -128,6 +122,40 @@ describe('queue scripts on one master', () => {
     expect(await client!.get('r2')).toBe('~late');
     await client!.eval(LEAVE_SCRIPT.source, 2, 'r2', 'r2:q', QUEUE_ENTRY_STAY_MS, 'late');
     expect(await client!.exists('r2', 'r2:q')).toBe(0);
+  });
+});
+
+describe('wake-ups', () => {
+  it("name the queue's head on its process's channel alone; a dead queue is told on the key's channel", async () => {
+    const [client, listener] = await connectMasters([fleet.urls()[0]!, fleet.urls()[0]!]);
+    opened.push(client!, listener!);
+    const heard: [string, string][] = [];
+    let markers = 0;
+    listener!.on('pmessage', (_pattern: string, channel: string, message: string) => heard.push([channel, message]));
+    listener!.on('message', (channel: string, message: string) => {
+      if (channel === 'marker') markers++;
+      else heard.push([channel, message]);
+    });
+    await listener!.psubscribe(`${WAKE_CHANNEL_PREFIX}*`);
+    await listener!.subscribe('w1', 'w2', 'marker');
+    // Messages to one connection arrive in order: once the marker is in, so is all before it.
+    const settle = async () => {
+      const expected = markers + 1;
+      await client!.publish('marker', '');
+      await expect.poll(() => markers).toBe(expected);
+    };
+    const now = Number((await client!.time())[0]) * 1000;
+    await client!.set('w1', 'tok', 'PX', 60_000);
+    await client!.hset('w1:q', 'procA:7', `10 ${now + 60_000}`, 'procB:3', `20 ${now + 60_000}`);
+    await client!.eval(RELEASE_SCRIPT.source, 2, 'w1', 'w1:q', QUEUE_ENTRY_STAY_MS, 'tok', '');
+    await settle();
+    expect(heard).toEqual([[`${WAKE_CHANNEL_PREFIX}procA`, 'procA:7 w1']]);
+    heard.length = 0;
+    await client!.set('w2', 'tok', 'PX', 60_000);
+    await client!.hset('w2:q', 'procA:8', `10 ${now - 1_000}`);
+    await client!.eval(RELEASE_SCRIPT.source, 2, 'w2', 'w2:q', QUEUE_ENTRY_STAY_MS, 'tok', '');
+    await settle();
+    expect(heard).toEqual([['w2', '']]);
   });
 });
 

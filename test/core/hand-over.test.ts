@@ -2,7 +2,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LockHeldError, Redlock } from '../../lib/index.js';
-import { connectMasters, disconnectAll, FRESH_FLEET, keysOn } from '../support/masters.js';
+import { LEAVE_SCRIPT } from '../../lib/core/lua-scripts.js';
+import { disconnectAll, keysOn, separateEngine, watchCalls } from '../support/masters.js';
 import { RedisFleet } from '../support/redis-fleet.js';
 
 let fleet: RedisFleet;
@@ -17,12 +18,7 @@ afterAll(async () => {
   await fleet?.stopAll();
 });
 
-/** An engine with connections of its own: a separate process, as far as the masters can tell. */
-async function engine(): Promise<Redlock> {
-  const clients = await connectMasters(fleet.urls());
-  opened.push(...clients);
-  return new Redlock(clients, FRESH_FLEET);
-}
+const engine = () => separateEngine(fleet.urls(), opened);
 
 interface Hold {
   engine: number;
@@ -54,16 +50,16 @@ async function contend(engines: Redlock[], resource: string, workers: number, cy
 
 describe('hand-over between callers of one process', () => {
   it('passes the held keys straight to the next local waiter, and still releases them in the end', async () => {
-    const redlock = await engine();
+    const { redlock, clients } = await engine();
     const holds = await contend([redlock], 'local', 4, 15);
     expect(holds).toHaveLength(60);
     // Most releases find the next caller asleep in line; without hand-over there would be none.
     expect(holds.filter((h) => h.handedOver).length).toBeGreaterThan(20);
-    await expect.poll(async () => (await keysOn(opened.slice(-3), 'redlock:*')).flat()).toEqual([]);
+    await expect.poll(async () => (await keysOn(clients, 'redlock:*')).flat()).toEqual([]);
   });
 
   it('hands over at most 8 times in a row, then really releases', async () => {
-    const redlock = await engine();
+    const { redlock } = await engine();
     const holds = await contend([redlock], 'streak', 4, 15);
     let streak = 0;
     let longest = 0;
@@ -76,7 +72,7 @@ describe('hand-over between callers of one process', () => {
   });
 
   it('keeps other processes served: no process holds the lock for long runs while others wait', async () => {
-    const engines = await Promise.all([engine(), engine(), engine()]);
+    const engines = (await Promise.all([engine(), engine(), engine()])).map((e) => e.redlock);
     const holds = await contend(engines, 'shared', 3, 12);
     const perEngine = engines.map((_, i) => holds.filter((h) => h.engine === i).length);
     expect(perEngine).toEqual([36, 36, 36]);
@@ -100,7 +96,7 @@ describe('hand-over between callers of one process', () => {
   });
 
   it('does not make a caller who will not wait stand by behind a holder of its own process', async () => {
-    const redlock = await engine();
+    const { redlock } = await engine();
     const holder = await redlock.acquire('no-wait', 60_000);
     // Standing by would last the holder's 60 s, far past this test's timeout.
     await expect(redlock.acquire('no-wait', 5_000, { retryCount: 0, waitTimeoutMs: 60_000 })).rejects.toBeInstanceOf(LockHeldError);
@@ -109,7 +105,7 @@ describe('hand-over between callers of one process', () => {
   });
 
   it('never hands over a fenced lock: each holder gets a larger fence', async () => {
-    const redlock = await engine();
+    const { redlock } = await engine();
     const fences: number[] = [];
     await Promise.all(
       Array.from({ length: 3 }, async () => {
@@ -127,15 +123,29 @@ describe('hand-over between callers of one process', () => {
 });
 
 describe('queue entries of a waiter that won', () => {
-  it('are withdrawn at once from masters that refused it, not left to head their queues', async () => {
-    const redlock = await engine();
-    const clients = opened.slice(-3);
-    // Master 0 refuses (another owner holds the key there); masters 1 and 2 grant: a split win.
+  it('are withdrawn at once from masters that refused it, and only there', async () => {
+    const { redlock: holder } = await engine();
+    const { redlock, clients } = await engine();
+    const leaves = [0, 0, 0];
+    clients.forEach((client, index) =>
+      watchCalls(client, 'evalsha', (args) => {
+        if (args[0] === LEAVE_SCRIPT.sha) leaves[index]++;
+      }),
+    );
+    // Master 0 refuses throughout (another owner holds the key there for 30 s).
     await clients[0]!.set('redlock:split-win', 'someone-else', 'PX', 30_000);
-    const lock = await redlock.acquire('split-win', 30_000);
+    const first = await holder.acquire('split-win', 30_000);
+    // Refused everywhere, the waiter enlists in all three queues; the release wakes it, and it
+    // wins on masters 1 and 2, whose grants drop its entry there.
+    const waiting = redlock.acquire('split-win', 30_000);
+    await expect.poll(() => clients[1]!.hlen('redlock-queue:split-win'), { timeout: 2_000, interval: 10 }).toBe(1);
+    await first.release();
+    const lock = await waiting;
     expect(await clients[1]!.get('redlock:split-win')).toBe(lock.token);
-    // Without the withdrawal the entry would live for the blocking key's 30 s and a second.
-    await expect.poll(() => clients[0]!.hlen('redlock-queue:split-win'), { timeout: 1_000, interval: 20 }).toBe(0);
+    // Without the withdrawal master 0's entry would live for the blocking key's 30 s and a second.
+    await expect.poll(() => clients[0]!.hlen('redlock-queue:split-win'), { timeout: 1_000, interval: 10 }).toBe(0);
+    expect(leaves).toEqual([1, 0, 0]);
+    expect(await clients[1]!.hlen('redlock-queue:split-win')).toBe(0);
     await lock.release();
   });
 });

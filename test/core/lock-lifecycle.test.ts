@@ -179,6 +179,26 @@ describe('acquire and tryAcquire', () => {
     await holder.release();
   });
 
+  it('stops waiting when its AbortSignal fires while it sleeps for a release, or while in the local line', async () => {
+    const otherProcess = new Redlock(clients, FRESH_FLEET);
+    // Held for a minute: a waiter deaf to its signal would sleep past the test's timeout.
+    const holder = await otherProcess.acquire('abort-asleep', 60_000);
+    const sleeper = new AbortController();
+    const sleeping = redlock.acquire('abort-asleep', 60_000, { signal: sleeper.signal, waitTimeoutMs: 120_000 });
+    await expect.poll(() => clients[0]!.hlen('redlock-queue:abort-asleep'), { interval: 10 }).toBe(1);
+    // Behind the sleeper in this process's line, it has not asked the masters at all.
+    const inLine = new AbortController();
+    const lined = redlock.acquire('abort-asleep', 60_000, { signal: inLine.signal, waitTimeoutMs: 120_000 });
+    inLine.abort(new Error('client went away'));
+    expect(await lined.catch((e) => e)).toBeInstanceOf(AcquireAbortedError);
+    sleeper.abort(new Error('client went away'));
+    expect(await sleeping.catch((e) => e)).toBeInstanceOf(AcquireAbortedError);
+    // The sleeper's queue entry goes with it, and the holder's keys are untouched.
+    await expect.poll(() => clients[0]!.hlen('redlock-queue:abort-asleep'), { interval: 10 }).toBe(0);
+    expect(await Promise.all(clients.map((c) => c.get('redlock:abort-asleep')))).toEqual([holder.token, holder.token, holder.token]);
+    await holder.release();
+  });
+
   it('keeps resource names out of the script: quotes and brackets are just bytes', async () => {
     const odd = `x'"]]..--[[\n${'\u{1F512}'}`;
     const lock = await redlock.acquire(odd, 5_000);

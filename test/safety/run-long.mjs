@@ -73,7 +73,8 @@ function machine() {
   const redisBin = process.env.REDIS_SERVER_BIN || 'redis-server';
   const redis = tryRun(redisBin, ['--version'])?.match(/v=(\S+)/)?.[1] ?? 'unknown';
   const commit = tryRun('git', ['rev-parse', '--short', 'HEAD']);
-  const dirty = tryRun('git', ['status', '--porcelain']);
+  // Untracked files are not part of the code under test.
+  const dirty = tryRun('git', ['status', '--porcelain', '--untracked-files=no']);
   return {
     os: `${type()} ${release()}`,
     cpu: `${cpu[0]?.model.trim() ?? 'unknown CPU'}, ${cpu.length} cores`,
@@ -145,11 +146,12 @@ function report({ results, minutes, started, finished, info, command, exitCode }
       'that had expired on arrival (`remainingMs()` 0, signal firing at once), and an extension could likewise ' +
       '"succeed" into the past. A lock or an extension now needs `validity > elapsed` (`validityLeftMs` in ' +
       '`lib/core/clock.ts`); regression test in `test/core/validity-left.test.ts`.',
-    '- **Open (liveness, not safety):** when two contenders split the votes, the winner\'s entry in the masters\' ' +
-      'waiter queue stays, on the masters that refused it, until it dies (up to the blocking key\'s ttl plus one ' +
-      'second). A waiter that met it sleeps until then; if the holder stalls or crashes instead of releasing (no ' +
-      'release message), the next holder can come about a second after the lock expired. The paused-holder ' +
-      'scenario reports that idle time.',
+    '- **Fixed (liveness, not safety):** when two contenders split the votes, the winner\'s entry in the ' +
+      'masters\' waiter queue used to stay, on the masters that refused it, until it died (up to the blocking ' +
+      'key\'s ttl plus one second); had the holder crashed, the next holder would have come about a second after ' +
+      'the lock expired. A winner now withdraws its entries from every master that did not grant it ' +
+      '(`QueueEntries.withdrawWhereRefused`; test in `test/core/hand-over.test.ts`). The paused-holder scenario ' +
+      'reports the idle time after a stalled holder.',
     '',
   );
   lines.push('## What is checked', '');

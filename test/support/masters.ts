@@ -1,5 +1,6 @@
 import { once } from 'node:events';
 import { Redis, type RedisOptions } from 'ioredis';
+import { Redlock } from '../../lib/index.js';
 
 /**
  * ioredis clients as a lock user should configure them: no offline queue, so a dead master
@@ -43,6 +44,16 @@ export async function keysOn(clients: readonly Redis[], pattern = '*'): Promise<
  * quarantine itself leave it on.
  */
 export const FRESH_FLEET = { restartQuarantineMs: false } as const;
+
+/**
+ * An engine with connections of its own, a separate process as far as the masters can tell;
+ * its clients go into `opened`, for the test file to close.
+ */
+export async function separateEngine(urls: readonly string[], opened: Redis[]): Promise<{ redlock: Redlock; clients: Redis[] }> {
+  const clients = await connectMasters(urls);
+  opened.push(...clients);
+  return { redlock: new Redlock(clients, FRESH_FLEET), clients };
+}
 
 /**
  * From now on, tells `observe` of every `method` call on `client`: its arguments, and the
