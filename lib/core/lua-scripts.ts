@@ -239,6 +239,29 @@ return freed`,
 );
 
 /**
+ * RELEASE_SCRIPT for one key, the common case of a release alone in its tick. Same effect, but
+ * a key with no queue is freed before the queue helpers are even defined, and the reply is a
+ * plain integer: about a third less work per master than the general script.
+ * Returns 1 (freed now) or 0.
+ * KEYS: lock key, queue key. ARGV: token, waiter id ('' for none), stay (ms).
+ */
+export const RELEASE_ONE_SCRIPT = script(
+  'release-one',
+  `if ARGV[2] ~= '' then redis.call('HDEL', KEYS[2], ARGV[2]) end
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+if redis.call('EXISTS', KEYS[2]) == 0 then
+  redis.call('DEL', KEYS[1])
+  return 1
+end
+do
+` +
+    QUEUE_LUA +
+    `handOn(KEYS[1], KEYS[2], tonumber(ARGV[3]))
+end
+return 1`,
+);
+
+/**
  * A waiter giving up: drops its queue entries, and a key reserved for it goes on to the next
  * head (or is freed), so the others need not wait for the reservation to lapse.
  * KEYS: n lock keys, n queue keys. ARGV: stay (ms), waiter id.

@@ -2,7 +2,7 @@ import type { Redis } from 'ioredis';
 import { monotonicNow } from './clock.js';
 import { CommandBatch } from './command-batch.js';
 import { InvalidArgumentError } from './errors.js';
-import { QUEUE_ENTRY_STAY_MS, RELEASE_SCRIPT, TAKE_SCRIPT, TAKEN, type LuaScript } from './lua-scripts.js';
+import { QUEUE_ENTRY_STAY_MS, RELEASE_ONE_SCRIPT, RELEASE_SCRIPT, TAKE_SCRIPT, TAKEN, type LuaScript } from './lua-scripts.js';
 import { redactCredentials } from './redact.js';
 
 /** What the engine learns when a master's identity check finds it restarted or replaced. */
@@ -94,6 +94,10 @@ export class RedisNode {
   }
 
   async #sendFrees(items: readonly FreeRequest[]): Promise<number[]> {
+    if (items.length === 1 && items[0]!.keys.length === 1) {
+      const { keys, queueKeys, token, waiterId } = items[0]!;
+      return [Number(await this.run(RELEASE_ONE_SCRIPT, [keys[0]!, queueKeys[0]!], [token, waiterId, QUEUE_ENTRY_STAY_MS]))];
+    }
     const keys: string[] = [];
     const queueKeys: string[] = [];
     const args: (string | number)[] = [QUEUE_ENTRY_STAY_MS];

@@ -1,6 +1,13 @@
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ACQUIRE_SCRIPT, LEAVE_SCRIPT, QUEUE_ENTRY_STAY_MS, RELEASE_SCRIPT, WAKE_CHANNEL_PREFIX } from '../../lib/core/lua-scripts.js';
+import {
+  ACQUIRE_SCRIPT,
+  LEAVE_SCRIPT,
+  QUEUE_ENTRY_STAY_MS,
+  RELEASE_ONE_SCRIPT,
+  RELEASE_SCRIPT,
+  WAKE_CHANNEL_PREFIX,
+} from '../../lib/core/lua-scripts.js';
 import { connectMasters, disconnectAll, keysOn, separateEngine, watchCalls } from '../support/masters.js';
 import { RedisFleet } from '../support/redis-fleet.js';
 
@@ -95,6 +102,15 @@ function watchRefusals(client: Redis, onRefusal: () => void): void {
   });
 }
 
+/** Frees `key` (queue `key:q`) with one of the two release scripts; how many keys it freed. */
+type Release = (client: Redis, key: string, token: string, waiter?: string) => Promise<number>;
+const RELEASES: [string, Release][] = [
+  ['the release script', async (client, key, token, waiter = '') =>
+    Number(((await client.eval(RELEASE_SCRIPT.source, 2, key, `${key}:q`, QUEUE_ENTRY_STAY_MS, token, waiter)) as number[])[0])],
+  ['the one-key release script', async (client, key, token, waiter = '') =>
+    Number(await client.eval(RELEASE_ONE_SCRIPT.source, 2, key, `${key}:q`, token, waiter, QUEUE_ENTRY_STAY_MS))],
+];
+
 describe('queue scripts on one master', () => {
   const seed = async (client: Redis, key: string, value: string, queue: Record<string, number>) => {
     const deadline = Number((await client.time())[0]) * 1000 + 60_000;
@@ -102,16 +118,33 @@ describe('queue scripts on one master', () => {
     for (const [waiter, ticket] of Object.entries(queue)) await client.hset(`${key}:q`, waiter, `${ticket} ${deadline}`);
   };
 
-  it('release reserves the key for the lowest live ticket, for at most the entry stay', async () => {
-    const [client] = await connectMasters([fleet.urls()[0]!]);
-    opened.push(client!);
-    await seed(client!, 'r1', 'tok', { late: 20, early: 10 });
-    expect(await client!.eval(RELEASE_SCRIPT.source, 2, 'r1', 'r1:q', QUEUE_ENTRY_STAY_MS, 'tok', '')).toEqual([1]);
-    expect(await client!.get('r1')).toBe('~early');
-    expect(await client!.pttl('r1')).toBeLessThanOrEqual(QUEUE_ENTRY_STAY_MS);
-    // A release with another token changes nothing.
-    expect(await client!.eval(RELEASE_SCRIPT.source, 2, 'r1', 'r1:q', QUEUE_ENTRY_STAY_MS, 'tok', '')).toEqual([0]);
-    expect(await client!.get('r1')).toBe('~early');
+  describe.each(RELEASES)('%s', (name, release) => {
+    const key = (base: string) => `${base}:${name.length}`;
+
+    it('reserves the key for the lowest live ticket, for at most the entry stay', async () => {
+      const [client] = await connectMasters([fleet.urls()[0]!]);
+      opened.push(client!);
+      const r1 = key('r1');
+      await seed(client!, r1, 'tok', { late: 20, early: 10 });
+      expect(await release(client!, r1, 'tok')).toBe(1);
+      expect(await client!.get(r1)).toBe('~early');
+      expect(await client!.pttl(r1)).toBeLessThanOrEqual(QUEUE_ENTRY_STAY_MS);
+      // A release with another token changes nothing.
+      expect(await release(client!, r1, 'tok')).toBe(0);
+      expect(await client!.get(r1)).toBe('~early');
+    });
+
+    it("frees a key nobody waits for, drops the holder's own entry, and never frees another owner's key", async () => {
+      const [client] = await connectMasters([fleet.urls()[0]!]);
+      opened.push(client!);
+      const r3 = key('r3');
+      await seed(client!, r3, 'tok', { holder: 10 }); // the holder's entry, left by a refusal
+      expect(await release(client!, r3, 'other', 'holder')).toBe(0);
+      expect(await client!.get(r3)).toBe('tok');
+      expect(await client!.exists(`${r3}:q`)).toBe(0); // its entry goes even so
+      expect(await release(client!, r3, 'tok')).toBe(1);
+      expect(await client!.exists(r3)).toBe(0);
+    });
   });
 
   it('a waiter leaving hands its reservation on to the next, or frees the key', async () => {
@@ -125,10 +158,11 @@ describe('queue scripts on one master', () => {
   });
 });
 
-describe('wake-ups', () => {
+describe.each(RELEASES)('wake-ups by %s', (name, release) => {
   it("name the queue's head on its process's channel alone; a dead queue is told on the key's channel", async () => {
     const [client, listener] = await connectMasters([fleet.urls()[0]!, fleet.urls()[0]!]);
     opened.push(client!, listener!);
+    const [w1, w2] = [`w1:${name.length}`, `w2:${name.length}`];
     const heard: [string, string][] = [];
     let markers = 0;
     listener!.on('pmessage', (_pattern: string, channel: string, message: string) => heard.push([channel, message]));
@@ -137,7 +171,7 @@ describe('wake-ups', () => {
       else heard.push([channel, message]);
     });
     await listener!.psubscribe(`${WAKE_CHANNEL_PREFIX}*`);
-    await listener!.subscribe('w1', 'w2', 'marker');
+    await listener!.subscribe(w1, w2, 'marker');
     // Messages to one connection arrive in order: once the marker is in, so is all before it.
     const settle = async () => {
       const expected = markers + 1;
@@ -145,17 +179,17 @@ describe('wake-ups', () => {
       await expect.poll(() => markers).toBe(expected);
     };
     const now = Number((await client!.time())[0]) * 1000;
-    await client!.set('w1', 'tok', 'PX', 60_000);
-    await client!.hset('w1:q', 'procA:7', `10 ${now + 60_000}`, 'procB:3', `20 ${now + 60_000}`);
-    await client!.eval(RELEASE_SCRIPT.source, 2, 'w1', 'w1:q', QUEUE_ENTRY_STAY_MS, 'tok', '');
+    await client!.set(w1, 'tok', 'PX', 60_000);
+    await client!.hset(`${w1}:q`, 'procA:7', `10 ${now + 60_000}`, 'procB:3', `20 ${now + 60_000}`);
+    await release(client!, w1, 'tok');
     await settle();
-    expect(heard).toEqual([[`${WAKE_CHANNEL_PREFIX}procA`, 'procA:7 w1']]);
+    expect(heard).toEqual([[`${WAKE_CHANNEL_PREFIX}procA`, `procA:7 ${w1}`]]);
     heard.length = 0;
-    await client!.set('w2', 'tok', 'PX', 60_000);
-    await client!.hset('w2:q', 'procA:8', `10 ${now - 1_000}`);
-    await client!.eval(RELEASE_SCRIPT.source, 2, 'w2', 'w2:q', QUEUE_ENTRY_STAY_MS, 'tok', '');
+    await client!.set(w2, 'tok', 'PX', 60_000);
+    await client!.hset(`${w2}:q`, 'procA:8', `10 ${now - 1_000}`);
+    await release(client!, w2, 'tok');
     await settle();
-    expect(heard).toEqual([['w2', '']]);
+    expect(heard).toEqual([[w2, '']]);
   });
 });
 

@@ -1,7 +1,7 @@
 import type { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { LockHeldError, QuorumUnreachableError, Redlock } from '../../lib/index.js';
-import { ACQUIRE_SCRIPT, RELEASE_SCRIPT } from '../../lib/core/lua-scripts.js';
+import { ACQUIRE_SCRIPT, RELEASE_ONE_SCRIPT, RELEASE_SCRIPT } from '../../lib/core/lua-scripts.js';
 import { connectMasters, disconnectAll, FRESH_FLEET, keysOn, untilReady, watchCalls } from '../support/masters.js';
 import { RedisFleet } from '../support/redis-fleet.js';
 
@@ -49,6 +49,7 @@ function countLockRequests(client: Redis): { acquires: number; releases: number 
     if (sha === ACQUIRE_SCRIPT.sha) count.acquires++;
     // One call may carry the releases of several locks (lock keys, then as many queue keys).
     if (sha === RELEASE_SCRIPT.sha) count.releases += Number(numberOfKeys) / 2;
+    if (sha === RELEASE_ONE_SCRIPT.sha) count.releases++;
   });
   return count;
 }
