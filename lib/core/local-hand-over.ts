@@ -52,9 +52,10 @@ export class LocalHandOver {
   /** Hands `lock` to the sleeping head of `line`, if the rules allow: the new handle, or undefined. */
   offer(lock: Lock, line: string): { handed: Lock; to: Waiter } | undefined {
     const next = this.#sleepingHeads.get(line);
+    if (!next || lock.fence !== undefined) return undefined;
     const streak = this.#streaks.get(line) ?? { count: 0, limit: Math.min(HAND_OVER_BATCH, 1 + this.queue.waiting(line)) };
     const remaining = lock.remainingMs();
-    if (!next || lock.fence !== undefined || streak.count >= streak.limit || remaining < lock.ttlMs / 2) return undefined;
+    if (streak.count >= streak.limit || remaining < lock.ttlMs / 2) return undefined;
     const handed = new Lock(this.engine, lock.resources, lock.keys, lock.token, lock.ttlMs, monotonicNow() + remaining);
     if (!next.offer(handed)) return undefined;
     this.#sleepingHeads.delete(line);

@@ -12,9 +12,14 @@ export class LocalQueue {
     return this.#lines.get(key)?.length ?? 0;
   }
 
-  /** True when someone is at the head of `key`'s line already (a caller would have to wait). */
-  busy(key: string): boolean {
-    return this.#lines.has(key);
+  /**
+   * Takes the head of `key`'s line if nobody holds it (true), else false and `join` must wait.
+   * After true, as after `join`, `leave` must follow, always.
+   */
+  enter(key: string): boolean {
+    if (this.#lines.has(key)) return false;
+    this.#lines.set(key, []);
+    return true;
   }
 
   /**
@@ -23,11 +28,8 @@ export class LocalQueue {
    * `signal`'s reason when it aborts first, or with an Error after `timeoutMs`.
    */
   async join(key: string, signal?: AbortSignal, timeoutMs?: number): Promise<boolean> {
-    const line = this.#lines.get(key);
-    if (!line) {
-      this.#lines.set(key, []);
-      return false;
-    }
+    if (this.enter(key)) return false;
+    const line = this.#lines.get(key)!;
     if (signal?.aborted) throw signal.reason;
     return new Promise<boolean>((resolve, reject) => {
       // A plain timer, not AbortSignal.timeout/any: under contention every caller comes through

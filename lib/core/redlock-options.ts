@@ -125,6 +125,7 @@ export function resolveOptions(options: RedlockOptions = {}): ResolvedRedlockOpt
   }
   if (resolved.nodeTimeoutMs !== undefined) checkPositiveInteger('nodeTimeoutMs', resolved.nodeTimeoutMs);
   checkCount('maxExtensions', resolved.maxExtensions);
+  checkedWaits.add(resolved);
   return resolved;
 }
 
@@ -133,6 +134,13 @@ export function resolveWait(
   overrides: WaitOptions,
   base: Required<WaitOptions>,
 ): Required<WaitOptions> {
+  const overridden =
+    overrides.retryCount !== undefined ||
+    overrides.waitTimeoutMs !== undefined ||
+    overrides.retryDelayMs !== undefined ||
+    overrides.retryJitterMs !== undefined;
+  // Nothing per call: the engine's own settings, checked when they were resolved.
+  if (!overridden && checkedWaits.has(base)) return base;
   const wait = {
     retryCount: overrides.retryCount ?? base.retryCount,
     waitTimeoutMs: overrides.waitTimeoutMs ?? base.waitTimeoutMs,
@@ -146,6 +154,9 @@ export function resolveWait(
   return wait;
 }
 
+/** Wait settings known to be valid: an engine's resolved options. */
+const checkedWaits = new WeakSet<Required<WaitOptions>>();
+
 export function checkTtl(argument: string, ttlMs: unknown): number {
   if (typeof ttlMs !== 'number' || !Number.isInteger(ttlMs) || ttlMs <= 0 || ttlMs > MAX_TTL_MS) {
     throw new InvalidArgumentError(argument, ttlMs, `expected an integer number of ms in [1, ${MAX_TTL_MS}]`);
@@ -154,6 +165,7 @@ export function checkTtl(argument: string, ttlMs: unknown): number {
 }
 
 export function checkResources(resources: unknown): string[] {
+  if (typeof resources === 'string' && resources.length > 0) return [resources];
   const list = typeof resources === 'string' ? [resources] : resources;
   if (!Array.isArray(list) || list.length === 0) {
     throw new InvalidArgumentError('resources', resources, 'expected a non-empty string or a non-empty array of them');

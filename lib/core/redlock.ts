@@ -130,8 +130,9 @@ export class Redlock extends EventEmitter implements LockEngine {
     // A caller that will not wait (tryAcquire, retryCount 0) does not wait in line either.
     const waits = queues && wait.retryCount > 0;
     // Nobody of this process is after these resources: the first try may be a plain SET NX.
-    let uncontended = keys.length === 1 && !fencing && !this.#localQueue.busy(line);
-    const predecessorFoundNoQuorum = await this.#joinLocalLine(line, list, options.signal, waits ? wait.waitTimeoutMs : 0);
+    const first = this.#localQueue.enter(line);
+    let uncontended = first && keys.length === 1 && !fencing;
+    const predecessorFoundNoQuorum = first ? false : await this.#joinLocalLine(line, list, options.signal, waits ? wait.waitTimeoutMs : 0);
     const waiter = new Waiter(queues, this.#wakeups, keys, wait, options.signal);
     let attempt = 0;
     // Behind a caller that just found no quorum, one round is enough to confirm the outage.

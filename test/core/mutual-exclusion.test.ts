@@ -2,6 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LockHeldError, Redlock } from '../../lib/index.js';
+import { ACQUIRE_SCRIPT } from '../../lib/core/lua-scripts.js';
 import { connectMasters, disconnectAll, FRESH_FLEET, keysOn } from '../support/masters.js';
 import { RedisFleet } from '../support/redis-fleet.js';
 
@@ -124,8 +125,12 @@ describe('per-node all or nothing', () => {
     let markerSeen!: () => void;
     const marker = new Promise<void>((resolve) => (markerSeen = resolve));
     monitor.on('monitor', (_time: string, args: string[]) => {
-      // EVALSHA sha numkeys key... token ...: the token is the first argument after the keys.
-      if (/^eval/i.test(args[0] ?? '') && args.includes('redlock:fresh')) seen.add(args[3 + Number(args[2])]!);
+      // Each round's take: a plain SET key token, or the acquire script, whose first argument
+      // after the keys is the token.
+      const command = args[0]?.toLowerCase();
+      if (command === 'set' && args[1] === 'redlock:fresh') seen.add(args[2]!);
+      const acquireScript = (command === 'evalsha' && args[1] === ACQUIRE_SCRIPT.sha) || (command === 'eval' && args[1] === ACQUIRE_SCRIPT.source);
+      if (acquireScript && args.includes('redlock:fresh')) seen.add(args[3 + Number(args[2])]!);
       if (args[0]?.toLowerCase() === 'echo' && args[1] === 'fresh-done') markerSeen();
     });
     const error = await redlock.acquire('fresh', 5_000, { retryCount: 3, waitTimeoutMs: 300 }).catch((e) => e);

@@ -282,7 +282,9 @@ describe('reentrancy and the lock context', () => {
     expect(result.nested).toEqual({ outerStillThere: true, innermost: ['other:a1'] });
     expect(result.signal).toBeInstanceOf(AbortSignal);
     expect(result.signal?.aborted).toBe(false);
-    expect(await mastersHolding(masters, 'redlock:acct:a1')).toBe(0);
+    // The release settles once a quorum (2 of 3) freed the key; the last master may follow.
+    expect(await mastersHolding(masters, 'redlock:acct:a1')).toBeLessThanOrEqual(1);
+    await vi.waitFor(async () => expect(await mastersHolding(masters, 'redlock:acct:a1')).toBe(0));
   });
 
   it('has no current lock or signal outside locked work', async () => {
