@@ -153,7 +153,7 @@ return {1, fence}`,
 );
 
 /**
- * The uncontended first try, for many single-key locks at once (one call per master per tick):
+ * The uncontended first try, for many single-key locks at once (a tick's batch, one call per master):
  * SET NX PX per key, each with its own token and ttl. A plain SET NX cannot see the fair
  * queue, so it is fair only because a key is never free while someone lives in its queue
  * (a release reserves it for the head; see handOn). Returns per key TAKEN, or the blocking

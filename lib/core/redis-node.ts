@@ -1,6 +1,6 @@
 import type { Redis } from 'ioredis';
 import { monotonicNow } from './clock.js';
-import { CommandBatch } from './command-batch.js';
+import { CommandBatch, TickLane } from './command-batch.js';
 import { InvalidArgumentError } from './errors.js';
 import { QUEUE_ENTRY_STAY_MS, RELEASE_ONE_SCRIPT, RELEASE_SCRIPT, TAKE_SCRIPT, TAKEN, type LuaScript } from './lua-scripts.js';
 import { redactCredentials } from './redact.js';
@@ -51,8 +51,15 @@ export class RedisNode {
   #runId: string | undefined;
   #identifying: Promise<void> | undefined;
   #watching = false;
-  readonly #takes = new CommandBatch<TakeRequest, unknown>((items) => this.#sendTakes(items));
-  readonly #frees = new CommandBatch<FreeRequest, number>((items) => this.#sendFrees(items));
+  readonly #lane = new TickLane();
+  readonly #takes = new CommandBatch<TakeRequest, unknown>(this.#lane, {
+    one: (item) => this.#sendTake(item),
+    many: (items) => this.#sendTakes(items),
+  });
+  readonly #frees = new CommandBatch<FreeRequest, number>(this.#lane, {
+    one: (item) => this.#sendFree(item),
+    many: (items) => this.#sendFrees(items),
+  });
 
   constructor(readonly client: Redis) {
     this.name = nodeName(client);
@@ -77,13 +84,14 @@ export class RedisNode {
     }
   }
 
+  /** Alone: a plain command, no script to run; only a refusal costs a second one. */
+  async #sendTake({ key, token, ttlMs }: TakeRequest): Promise<unknown> {
+    if ((await this.client.set(key, token, 'PX', ttlMs, 'NX')) === 'OK') return TAKEN;
+    return this.client.pttl(key);
+  }
+
   async #sendTakes(items: readonly TakeRequest[]): Promise<readonly unknown[]> {
-    if (items.length === 1) {
-      // Alone in its tick: a plain command, no script to run; only a refusal costs a second one.
-      const { key, token, ttlMs } = items[0]!;
-      if ((await this.client.set(key, token, 'PX', ttlMs, 'NX')) === 'OK') return [TAKEN];
-      return [await this.client.pttl(key)];
-    }
+    if (items.length === 1) return [await this.#sendTake(items[0]!)];
     const keys = items.map((item) => item.key);
     const args: (string | number)[] = [];
     for (const item of items) args.push(item.token, item.ttlMs);
@@ -93,11 +101,18 @@ export class RedisNode {
     return (await this.client.eval(TAKE_SCRIPT.source, keys.length, ...keys, ...args)) as unknown[];
   }
 
+  /** Alone: one lock's keys; a one-key lock, the common case, by the lighter script. */
+  async #sendFree(item: FreeRequest): Promise<number> {
+    if (item.keys.length > 1) return (await this.#releaseAll([item]))[0]!;
+    const args = [item.token, item.waiterId, QUEUE_ENTRY_STAY_MS];
+    return Number(await this.run(RELEASE_ONE_SCRIPT, [item.keys[0]!, item.queueKeys[0]!], args));
+  }
+
   async #sendFrees(items: readonly FreeRequest[]): Promise<number[]> {
-    if (items.length === 1 && items[0]!.keys.length === 1) {
-      const { keys, queueKeys, token, waiterId } = items[0]!;
-      return [Number(await this.run(RELEASE_ONE_SCRIPT, [keys[0]!, queueKeys[0]!], [token, waiterId, QUEUE_ENTRY_STAY_MS]))];
-    }
+    return items.length === 1 ? [await this.#sendFree(items[0]!)] : this.#releaseAll(items);
+  }
+
+  async #releaseAll(items: readonly FreeRequest[]): Promise<number[]> {
     const keys: string[] = [];
     const queueKeys: string[] = [];
     const args: (string | number)[] = [QUEUE_ENTRY_STAY_MS];

@@ -6,6 +6,7 @@ import {
   QUEUE_ENTRY_STAY_MS,
   RELEASE_ONE_SCRIPT,
   RELEASE_SCRIPT,
+  TAKE_SCRIPT,
   WAKE_CHANNEL_PREFIX,
 } from '../../lib/core/lua-scripts.js';
 import { connectMasters, disconnectAll, keysOn, separateEngine, watchCalls } from '../support/masters.js';
@@ -32,13 +33,20 @@ async function enlisted(clients: readonly Redis[], resource: string): Promise<vo
 }
 
 /**
- * Counts the requests a client sends from now on that may take or free keys: plain SETs and
- * script calls (not the EVAL that repeats one after NOSCRIPT).
+ * Counts the requests a client sends from now on that may take or free keys: takes (a plain
+ * SET, a tick's take script, the acquire script) and releases, not the EVAL that repeats a
+ * script call after NOSCRIPT.
  */
-function countRequests(client: Redis): { sent: number } {
-  const count = { sent: 0 };
-  watchCalls(client, 'set', () => count.sent++);
-  watchCalls(client, 'evalsha', () => count.sent++);
+function countRequests(client: Redis): { takes: number; releases: number } {
+  const count = { takes: 0, releases: 0 };
+  watchCalls(client, 'set', () => count.takes++);
+  watchCalls(client, 'eval', ([source]) => {
+    if (source === TAKE_SCRIPT.source) count.takes++;
+  });
+  watchCalls(client, 'evalsha', ([sha]) => {
+    if (sha === ACQUIRE_SCRIPT.sha) count.takes++;
+    if (sha === RELEASE_SCRIPT.sha || sha === RELEASE_ONE_SCRIPT.sha) count.releases++;
+  });
   return count;
 }
 
@@ -194,7 +202,7 @@ describe.each(RELEASES)('wake-ups by %s', (name, release) => {
 });
 
 describe('requests of one tick', () => {
-  it('share one request per master, each lock still all its own', async () => {
+  it('share two requests per master, each lock still all its own', async () => {
     const { redlock, clients } = await engine();
     const blocker = await engine();
     // Two of the keys are held elsewhere: the batch must refuse exactly those.
@@ -202,18 +210,43 @@ describe('requests of one tick', () => {
     const counts = clients.map(countRequests);
     const locks = await Promise.all(Array.from({ length: 40 }, (_, i) => redlock.tryAcquire(`tick-${i}`, 10_000)));
     expect(locks.map((lock, i) => (lock === null ? i : -1)).filter((i) => i >= 0)).toEqual([3, 7]);
-    // One take per master for the whole tick, and the refused ones' cleanup: not 40 of each.
-    for (const count of counts) expect(count.sent).toBeLessThanOrEqual(3);
+    // The first take at once, the other 39 in one call: not 40. Then the refused ones' cleanup.
+    for (const count of counts) expect(count.takes).toBe(2);
+    for (const count of counts) expect(count.releases).toBeLessThanOrEqual(2);
     for (const lock of locks) {
       if (!lock) continue;
       // Decided at a quorum: the last master may still be applying its part of the batch.
       const values = () => Promise.all(clients.map((c) => c.get(lock.keys[0]!)));
       await expect.poll(values).toEqual([lock.token, lock.token, lock.token]);
     }
-    const before = counts.map((count) => count.sent);
+    const before = counts.map((count) => count.releases);
     await Promise.all(locks.map((lock) => lock?.release()));
-    counts.forEach((count, index) => expect(count.sent - before[index]!).toBeLessThanOrEqual(2));
+    counts.forEach((count, index) => expect(count.releases - before[index]!).toBe(2));
     await Promise.all(held.map((lock) => lock.release()));
     await expect.poll(async () => (await keysOn(clients, 'redlock:tick-*')).flat()).toEqual([]);
+  });
+
+  it('sends the first at once and the rest together at the end of the tick, in the order made', async () => {
+    const { redlock, clients } = await engine();
+    const held = await redlock.acquire('order-held', 10_000);
+    const log: string[] = [];
+    watchCalls(clients[0]!, 'set', ([key]) => log.push(`take ${key}`));
+    watchCalls(clients[0]!, 'eval', ([source, count, ...rest]) => {
+      if (source === TAKE_SCRIPT.source) log.push(`takes ${rest.slice(0, Number(count)).join(' ')}`);
+    });
+    watchCalls(clients[0]!, 'evalsha', ([sha, , key]) => {
+      if (sha === RELEASE_ONE_SCRIPT.sha) log.push(`release ${key}`);
+    });
+    const first = redlock.tryAcquire('order-a', 10_000);
+    expect(log).toEqual(['take redlock:order-a']); // sent before the caller even awaits
+    const later = [redlock.tryAcquire('order-b', 10_000), redlock.tryAcquire('order-c', 10_000), held.release()];
+    expect(log).toHaveLength(1);
+    await new Promise<void>((resolve) => process.nextTick(resolve));
+    expect(log).toEqual(['take redlock:order-a', 'takes redlock:order-b redlock:order-c', 'release redlock:order-held']);
+    // The tick is over: the next request goes at once again, behind the batch on the connection.
+    later.push(redlock.tryAcquire('order-d', 10_000));
+    expect(log.at(-1)).toBe('take redlock:order-d');
+    const locks = [await first, ...(await Promise.all(later))];
+    for (const lock of locks) if (lock && 'token' in lock) await lock.release();
   });
 });

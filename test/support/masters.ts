@@ -61,7 +61,7 @@ export async function separateEngine(urls: readonly string[], opened: Redis[]): 
  */
 export function watchCalls(
   client: Redis,
-  method: 'set' | 'evalsha',
+  method: 'set' | 'eval' | 'evalsha',
   observe: (args: unknown[], reply: Promise<unknown>) => void,
 ): void {
   const original = (client[method] as (...args: unknown[]) => Promise<unknown>).bind(client);
