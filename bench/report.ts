@@ -67,7 +67,7 @@ export function renderReport({ results, scenarios, mode, reps, minutes, load, en
     '',
     ...targets.map((t) => `- **${status(t.met)}** ${t.scenario}: ${t.figure} = ${fmt(t.ours, t.digits)}, target ${t.target}: ${t.margin}.`),
     '',
-    '## Why the misses',
+    '## Notes on the run',
     '',
     previousNotes(),
     '',

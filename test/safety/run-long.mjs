@@ -73,15 +73,15 @@ function machine() {
   const redisBin = process.env.REDIS_SERVER_BIN || 'redis-server';
   const redis = tryRun(redisBin, ['--version'])?.match(/v=(\S+)/)?.[1] ?? 'unknown';
   const commit = tryRun('git', ['rev-parse', '--short', 'HEAD']);
-  // Untracked files are not part of the code under test.
-  const dirty = tryRun('git', ['status', '--porcelain', '--untracked-files=no']);
+  // The code under test is lib/ and the suite itself; notes, docs and untracked files are not.
+  const dirty = tryRun('git', ['status', '--porcelain', '--untracked-files=no', '--', 'lib', 'test']);
   return {
     os: `${type()} ${release()}`,
     cpu: `${cpu[0]?.model.trim() ?? 'unknown CPU'}, ${cpu.length} cores`,
     memory: `${Math.round(totalmem() / 2 ** 30)} GiB`,
     node: process.version,
     redis,
-    commit: commit ? `${commit}${dirty ? ' with uncommitted changes' : ''}` : 'not a git checkout',
+    commit: commit ? `${commit}${dirty ? ' with uncommitted changes to lib/ or test/' : ''}` : 'not a git checkout',
   };
 }
 
