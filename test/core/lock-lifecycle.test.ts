@@ -300,7 +300,9 @@ describe('using', () => {
     await engine.releaseAll();
     await running;
     expect(seen).toBeInstanceOf(LockLostError);
-    expect((await keysOn(clients)).flat()).toEqual(['redlock:lost-and-forgotten', 'redlock:lost-and-forgotten', 'redlock:lost-and-forgotten']);
+    // The release of 'shutdown' settled at a quorum; the last master may still be freeing it.
+    const lostOnly = ['redlock:lost-and-forgotten', 'redlock:lost-and-forgotten', 'redlock:lost-and-forgotten'];
+    await expect.poll(async () => (await keysOn(clients)).flat()).toEqual(lostOnly);
     expect(await clients[0]!.get('redlock:lost-and-forgotten')).toBe('thief');
     expect(engine.heldLocks.size).toBe(0);
   });
