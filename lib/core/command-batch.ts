@@ -40,7 +40,7 @@ interface Pending<Item, Result> {
   readonly reject: (error: unknown) => void;
 }
 
-/** How a batch sends: one request alone, or the requests of a tick in one call. */
+/** How a batch sends: one request alone, or two or more of a tick in one call. */
 export interface BatchSender<Item, Result> {
   one(item: Item): Promise<Result>;
   many(items: readonly Item[]): Promise<readonly Result[]>;
@@ -80,7 +80,11 @@ export class CommandBatch<Item, Result> {
       const batch = all.slice(from, from + MAX_BATCH);
       let sent: Promise<readonly Result[]>;
       try {
-        sent = this.sender.many(batch.map((pending) => pending.item));
+        // A batch of one is sent like a request alone, so a sender's `many` always has company.
+        sent =
+          batch.length === 1
+            ? this.sender.one(batch[0]!.item).then((result) => [result])
+            : this.sender.many(batch.map((pending) => pending.item));
       } catch (error) {
         sent = Promise.reject(error);
       }

@@ -91,7 +91,6 @@ export class RedisNode {
   }
 
   async #sendTakes(items: readonly TakeRequest[]): Promise<readonly unknown[]> {
-    if (items.length === 1) return [await this.#sendTake(items[0]!)];
     const keys = items.map((item) => item.key);
     const args: (string | number)[] = [];
     for (const item of items) args.push(item.token, item.ttlMs);
@@ -103,16 +102,12 @@ export class RedisNode {
 
   /** Alone: one lock's keys; a one-key lock, the common case, by the lighter script. */
   async #sendFree(item: FreeRequest): Promise<number> {
-    if (item.keys.length > 1) return (await this.#releaseAll([item]))[0]!;
+    if (item.keys.length > 1) return (await this.#sendFrees([item]))[0]!;
     const args = [item.token, item.waiterId, QUEUE_ENTRY_STAY_MS];
     return Number(await this.run(RELEASE_ONE_SCRIPT, [item.keys[0]!, item.queueKeys[0]!], args));
   }
 
   async #sendFrees(items: readonly FreeRequest[]): Promise<number[]> {
-    return items.length === 1 ? [await this.#sendFree(items[0]!)] : this.#releaseAll(items);
-  }
-
-  async #releaseAll(items: readonly FreeRequest[]): Promise<number[]> {
     const keys: string[] = [];
     const queueKeys: string[] = [];
     const args: (string | number)[] = [QUEUE_ENTRY_STAY_MS];

@@ -139,7 +139,8 @@ export function resolveWait(
     overrides.waitTimeoutMs !== undefined ||
     overrides.retryDelayMs !== undefined ||
     overrides.retryJitterMs !== undefined;
-  // Nothing per call: the engine's own settings, checked when they were resolved.
+  // Nothing per call: the engine's own settings, checked when they were resolved. Only those:
+  // other bases (the defaults) carry more than wait settings, and are spread by the caller.
   if (!overridden && checkedWaits.has(base)) return base;
   const wait = {
     retryCount: overrides.retryCount ?? base.retryCount,
