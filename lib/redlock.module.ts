@@ -16,12 +16,16 @@ async function openConnections(settings: RedlockSettings): Promise<RedisConnecti
 }
 
 async function createEngine(settings: RedlockSettings, connections: RedisConnections): Promise<Redlock> {
+  let engine: Redlock | undefined;
   try {
-    const engine = new Redlock(connections.clients, settings.engine);
+    engine = new Redlock(connections.clients, settings.engine);
     // The restart quarantine's window must cover the app's locks from the first one on.
     engine.expectTtl(settings.defaultTtlMs);
+    // Names are compared when the options are read; one server under two names only shows here.
+    await engine.verifyMasters();
     return engine;
   } catch (error) {
+    engine?.close();
     await connections.close();
     throw error instanceof Error ? new RedlockConfigError(`RedlockModule: ${error.message}`) : error;
   }

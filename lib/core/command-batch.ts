@@ -1,5 +1,10 @@
 /** More than this many requests in one tick go out as several calls, so no script runs long. */
 const MAX_BATCH = 256;
+/**
+ * Nor more keys than this in one call (a request with more goes alone): a call's size, on the
+ * stack and on the server, stays what one lock of the largest allowed size costs.
+ */
+const MAX_BATCH_KEYS = 1_024;
 
 /** Batches with requests waiting, across masters and engines. */
 const due: { flush(): void }[] = [];
@@ -44,6 +49,8 @@ interface Pending<Item, Result> {
 export interface BatchSender<Item, Result> {
   one(item: Item): Promise<Result>;
   many(items: readonly Item[]): Promise<readonly Result[]>;
+  /** How many keys a request carries. Default 1. */
+  keys?(item: Item): number;
 }
 
 /**
@@ -76,22 +83,36 @@ export class CommandBatch<Item, Result> {
   flush(): void {
     const all = this.#pending;
     this.#pending = [];
-    for (let from = 0; from < all.length; from += MAX_BATCH) {
-      const batch = all.slice(from, from + MAX_BATCH);
-      let sent: Promise<readonly Result[]>;
-      try {
-        // A batch of one is sent like a request alone, so a sender's `many` always has company.
-        sent =
-          batch.length === 1
-            ? this.sender.one(batch[0]!.item).then((result) => [result])
-            : this.sender.many(batch.map((pending) => pending.item));
-      } catch (error) {
-        sent = Promise.reject(error);
+    const keysOf = this.sender.keys;
+    let from = 0;
+    while (from < all.length) {
+      let to = from + 1;
+      let keys = keysOf ? keysOf(all[from]!.item) : 1;
+      while (to < all.length && to - from < MAX_BATCH) {
+        const more = keysOf ? keysOf(all[to]!.item) : 1;
+        if (keys + more > MAX_BATCH_KEYS) break;
+        keys += more;
+        to++;
       }
-      sent.then(
-        (results) => batch.forEach((pending, index) => pending.resolve(results[index]!)),
-        (error: unknown) => batch.forEach((pending) => pending.reject(error)),
-      );
+      this.#send(all.slice(from, to));
+      from = to;
     }
+  }
+
+  #send(batch: Pending<Item, Result>[]): void {
+    let sent: Promise<readonly Result[]>;
+    try {
+      // A batch of one is sent like a request alone, so a sender's `many` always has company.
+      sent =
+        batch.length === 1
+          ? this.sender.one(batch[0]!.item).then((result) => [result])
+          : this.sender.many(batch.map((pending) => pending.item));
+    } catch (error) {
+      sent = Promise.reject(error);
+    }
+    sent.then(
+      (results) => batch.forEach((pending, index) => pending.resolve(results[index]!)),
+      (error: unknown) => batch.forEach((pending) => pending.reject(error)),
+    );
   }
 }

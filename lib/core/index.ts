@@ -15,4 +15,5 @@ export {
   type RedlockErrorCode,
 } from './errors.js';
 export type { QuarantineNotice } from './restart-quarantine.js';
+export type { DuplicateMaster } from './voter-admission.js';
 export { nextFence } from './fence.js';

@@ -1,3 +1,4 @@
+import { inspect } from 'node:util';
 import { monotonicNow } from './clock.js';
 import { LockLostError } from './errors.js';
 import type { NodeOutcome } from './node-outcome.js';
@@ -26,11 +27,26 @@ export interface LockEngine {
   releaseLock(lock: Lock): Promise<ReleaseResult>;
 }
 
+/** What a lock shows of itself when serialised or inspected: nothing that grants access. */
+export interface LockSummary {
+  readonly resources: readonly string[];
+  /** Wall-clock estimate of when the validity ends (ISO 8601); null once expired, lost or released. */
+  readonly validUntil: string | null;
+  readonly remainingMs: number;
+  readonly fence?: number;
+}
+
 /**
  * A held Redlock. Valid until `remainingMs()` reaches 0 on this process's monotonic clock,
  * measured from before the acquire round was sent, less drift.
+ *
+ * The engine (and through it every master's client and password) and the token live in true
+ * private fields: a handler that returns a lock, `JSON.stringify(lock)` or `util.inspect(lock)`
+ * shows only the summary.
  */
 export class Lock {
+  readonly #engine: LockEngine;
+  readonly #token: string;
   #deadline: number;
   #ttlMs: number;
   #extensions = 0;
@@ -39,18 +55,25 @@ export class Lock {
   #deadlineTimer: NodeJS.Timeout | undefined;
 
   constructor(
-    private readonly engine: LockEngine,
+    engine: LockEngine,
     readonly resources: readonly string[],
     /** The Redis keys, `keyPrefix` + resource. */
     readonly keys: readonly string[],
-    readonly token: string,
+    token: string,
     ttlMs: number,
     deadline: number,
     /** Fencing token, when the acquisition asked for one. */
     readonly fence?: number,
   ) {
+    this.#engine = engine;
+    this.#token = token;
     this.#ttlMs = ttlMs;
     this.#deadline = deadline;
+  }
+
+  /** The random value that marks this lock's keys on the masters. Whoever has it can release the lock. */
+  get token(): string {
+    return this.#token;
   }
 
   /** The ttl of the last acquire or extend. */
@@ -100,7 +123,7 @@ export class Lock {
 
   /** Extends on a quorum, recomputing validity from the extension round. */
   async extend(ttlMs: number = this.#ttlMs): Promise<this> {
-    await this.engine.extendLock(this, ttlMs);
+    await this.#engine.extendLock(this, ttlMs);
     return this;
   }
 
@@ -108,7 +131,7 @@ export class Lock {
   release(): Promise<ReleaseResult> {
     if (!this.#release) {
       clearTimeout(this.#deadlineTimer);
-      this.#release = this.engine.releaseLock(this);
+      this.#release = this.#engine.releaseLock(this);
     }
     return this.#release;
   }
@@ -119,6 +142,35 @@ export class Lock {
     this.#ttlMs = ttlMs;
     this.#extensions++;
     if (this.#lost && !this.#lost.signal.aborted) this.#armDeadline();
+  }
+
+  /**
+   * @internal Called by the engine after an extension that failed but may have reached some
+   * masters: a shorter ttl may now stand on them, so only the earlier of the two deadlines is
+   * certain. Fires the signal when that has already passed.
+   */
+  narrowed(deadline: number, why: string): void {
+    if (deadline >= this.#deadline) return;
+    this.#deadline = deadline;
+    if (deadline <= monotonicNow()) {
+      this.markLost(new LockLostError(this.resources, why));
+    } else if (this.#lost && !this.#lost.signal.aborted) {
+      this.#armDeadline();
+    }
+  }
+
+  toJSON(): LockSummary {
+    const remainingMs = Math.floor(this.remainingMs());
+    return {
+      resources: this.resources,
+      validUntil: remainingMs > 0 ? new Date(Date.now() + remainingMs).toISOString() : null,
+      remainingMs,
+      ...(this.fence === undefined ? {} : { fence: this.fence }),
+    };
+  }
+
+  [inspect.custom](_depth: number, options: object): string {
+    return `Lock ${inspect(this.toJSON(), options)}`;
   }
 
   /** @internal Fires the lost-lock signal with the error that explains it. */

@@ -93,8 +93,9 @@ end
  *
  * Returns {1, fence} on grant: for a fenced lock the highest fence counter of the resources
  * here, read in the same script as the SET so no holder's write-back slips between; else 0.
- * Returns {0, wait} on refusal: how long until the blocking key expires or the head's entry
- * dies, whichever is later, so a waiter knows how long a crashed holder can stall it.
+ * Returns {0, wait} on refusal: how long until the blocking key expires (the holder's PTTL, or
+ * a reservation's), or with no key in the way until the queue's head entry dies: how long a
+ * crashed holder or head can stall the caller, and what it may be told to wait (Retry-After).
  * KEYS: n lock keys, n queue keys, then n fence keys when fenced.
  * ARGV: token, ttl ms, n, waiter id, ticket, how long an entry lives without its waiter (ms).
  */
@@ -116,6 +117,7 @@ for i = 1, n do
   end
 end
 local queued = false
+local headWait = -2
 local queues = {}
 for i = 1, n do
   local q = KEYS[n + i]
@@ -126,11 +128,14 @@ for i = 1, n do
     local head, headTicket, headDeadline = liveHead(q, now, me)
     if head and (headTicket < ticket or (headTicket == ticket and head < me)) then
       queued = true
-      if headDeadline - now > wait then wait = headDeadline - now end
+      if headDeadline - now > headWait then headWait = headDeadline - now end
     end
   end
 end
 if wait ~= -2 or queued then
+  -- The holder's pttl when a key is held: never more than its lock can still run, whoever waits.
+  -- With no holder, how long the head's entry lives (its waiter takes the lock before that or dies).
+  if wait == -2 then wait = headWait end
   if me ~= '' then
     local deadline = nowMs() + math.max(wait, 0) + stay
     for i = 1, n do
@@ -277,23 +282,65 @@ end
 return 1`,
 );
 
-/** ACQUIRE_SCRIPT replies, as votes. */
+/**
+ * A master answered with something the script cannot return: a misbehaving server or proxy.
+ * That master's outcome in the round is an error; the reply is described, never echoed.
+ */
+export class UnexpectedReplyError extends Error {
+  constructor(script: string, reply: unknown) {
+    super(`unexpected reply to ${script}: ${shapeOf(reply)}`);
+  }
+}
+
+function shapeOf(reply: unknown): string {
+  if (Array.isArray(reply)) return `array of ${reply.length}`;
+  if (reply === null) return 'nil';
+  if (typeof reply === 'number') return Number.isInteger(reply) ? 'an integer' : 'a number';
+  if (Buffer.isBuffer(reply)) return 'bytes';
+  return typeof reply;
+}
+
+function isInteger(value: unknown): value is number {
+  return typeof value === 'number' && Number.isSafeInteger(value);
+}
+
+/** ACQUIRE_SCRIPT replies, as votes: {1, fence} or {0, wait}. */
 export function interpretAcquire(reply: unknown): RoundReply {
-  const [status, value] = reply as [number, number];
-  return { granted: status === 1, value: Number(value) };
+  if (!Array.isArray(reply) || reply.length !== 2 || (reply[0] !== 0 && reply[0] !== 1) || !isInteger(reply[1])) {
+    throw new UnexpectedReplyError('acquire', reply);
+  }
+  return { granted: reply[0] === 1, value: reply[1] };
 }
 
-/** Replies to a take (RedisNode.take): TAKEN, or how long the blocking key still lives. */
+/** Replies to a take (RedisNode.take): TAKEN, or how long the blocking key still lives (a PTTL). */
 export function interpretTake(reply: unknown): RoundReply {
-  return reply === TAKEN ? { granted: true } : { granted: false, value: Number(reply) };
+  if (reply === TAKEN) return { granted: true };
+  if (!isInteger(reply) || reply < -2) throw new UnexpectedReplyError('take', reply);
+  return { granted: false, value: reply };
 }
 
-/** EXTEND_SCRIPT and FENCE_SCRIPT replies. */
+/** EXTEND_SCRIPT and FENCE_SCRIPT replies: 1 or 0. */
 export function grantedIfOne(reply: unknown): RoundReply {
-  return { granted: Number(reply) === 1 };
+  if (reply !== 0 && reply !== 1) throw new UnexpectedReplyError('extend', reply);
+  return { granted: reply === 1 };
 }
 
 /** RELEASE_SCRIPT replies, summed per lock by RedisNode.free: keys freed. */
 export function grantedIfPositive(reply: unknown): RoundReply {
-  return { granted: Number(reply) > 0 };
+  if (!isInteger(reply) || reply < 0) throw new UnexpectedReplyError('release', reply);
+  return { granted: reply > 0 };
+}
+
+/** RELEASE_SCRIPT's per-key replies for `count` keys: each 1 (freed) or 0. */
+export function freedPerKey(reply: unknown, count: number): readonly number[] {
+  if (!Array.isArray(reply) || reply.length !== count || !reply.every((freed) => freed === 0 || freed === 1)) {
+    throw new UnexpectedReplyError('release', reply);
+  }
+  return reply as number[];
+}
+
+/** TAKE_SCRIPT's per-key replies for `count` keys: TAKEN or a PTTL each, read by interpretTake. */
+export function takesPerKey(reply: unknown, count: number): readonly unknown[] {
+  if (!Array.isArray(reply) || reply.length !== count) throw new UnexpectedReplyError('take', reply);
+  return reply;
 }

@@ -62,14 +62,34 @@ export function runRound(
       finish();
     }, options.timeoutMs);
 
+    const failed = (outcome: NodeOutcome, error: unknown) => {
+      outcome.status = error instanceof NodeQuarantinedError ? 'quarantined' : 'error';
+      outcome.error = errorText(error);
+      answered++;
+      if (decided()) finish();
+    };
+
     nodes.forEach((node, index) => {
       const outcome = outcomes[index]!;
-      const request = send(node, index);
+      let request: Promise<unknown>;
+      try {
+        request = send(node, index);
+      } catch (error) {
+        request = Promise.reject(error);
+      }
       requests.push(request);
       request.then(
         (reply) => {
           if (outcome.status !== 'pending') return; // too late: already counted as timed out
-          const { granted: ok, value } = interpret(reply);
+          let vote: RoundReply;
+          try {
+            vote = interpret(reply);
+          } catch (error) {
+            // A reply of the wrong shape is this master's error in the round, never the caller's crash.
+            failed(outcome, error);
+            return;
+          }
+          const { granted: ok, value } = vote;
           outcome.status = ok ? 'granted' : 'refused';
           if (value !== undefined) outcome.value = value;
           answered++;
@@ -78,11 +98,7 @@ export function runRound(
           if (decided()) finish();
         },
         (error: unknown) => {
-          if (outcome.status !== 'pending') return;
-          outcome.status = error instanceof NodeQuarantinedError ? 'quarantined' : 'error';
-          outcome.error = errorText(error);
-          answered++;
-          if (decided()) finish();
+          if (outcome.status === 'pending') failed(outcome, error);
         },
       );
     });

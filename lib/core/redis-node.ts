@@ -1,8 +1,17 @@
-import type { Redis } from 'ioredis';
+import type { Redis, RedisKey } from 'ioredis';
 import { monotonicNow } from './clock.js';
 import { CommandBatch, TickLane } from './command-batch.js';
 import { InvalidArgumentError } from './errors.js';
-import { QUEUE_ENTRY_STAY_MS, RELEASE_ONE_SCRIPT, RELEASE_SCRIPT, TAKE_SCRIPT, TAKEN, type LuaScript } from './lua-scripts.js';
+import {
+  freedPerKey,
+  QUEUE_ENTRY_STAY_MS,
+  RELEASE_ONE_SCRIPT,
+  RELEASE_SCRIPT,
+  TAKE_SCRIPT,
+  TAKEN,
+  takesPerKey,
+  type LuaScript,
+} from './lua-scripts.js';
 import { redactCredentials } from './redact.js';
 
 /** What the engine learns when a master's identity check finds it restarted or replaced. */
@@ -38,6 +47,17 @@ export class NodeQuarantinedError extends Error {
   }
 }
 
+/** A vote that must never count: the server behind this name is already a voter under another. */
+export class NodeDuplicateError extends Error {
+  constructor(
+    readonly node: string,
+    readonly sameAs: string,
+    readonly sameAsIndex: number,
+  ) {
+    super(`same server (run_id) as clients[${sameAsIndex}] (${sameAs}); its votes do not count twice`);
+  }
+}
+
 /**
  * One independent Redis master. Runs the lock scripts by EVALSHA and falls back to EVAL when
  * the server has lost its script cache (restart, SCRIPT FLUSH), without registering commands
@@ -59,6 +79,7 @@ export class RedisNode {
   readonly #frees = new CommandBatch<FreeRequest, number>(this.#lane, {
     one: (item) => this.#sendFree(item),
     many: (items) => this.#sendFrees(items),
+    keys: (item) => item.keys.length,
   });
 
   constructor(readonly client: Redis) {
@@ -77,10 +98,13 @@ export class RedisNode {
 
   async run(script: LuaScript, keys: readonly string[], args: readonly (string | number)[]): Promise<unknown> {
     try {
-      return await this.client.evalsha(script.sha, keys.length, ...keys, ...args);
+      // Keys and arguments as one array, never spread: a call's arguments live on the stack, and
+      // ioredis spreads them again on its way to the socket. It flattens the array (numbers go
+      // out as their decimal text, as they would as separate arguments).
+      return await this.client.evalsha(script.sha, keys.length, [...keys, ...args] as RedisKey[]);
     } catch (error) {
       if (!isNoScript(error)) throw error;
-      return this.client.eval(script.source, keys.length, ...keys, ...args);
+      return this.client.eval(script.source, keys.length, [...keys, ...args] as RedisKey[]);
     }
   }
 
@@ -97,14 +121,14 @@ export class RedisNode {
     // EVAL, never EVALSHA: a take is never answered NOSCRIPT and re-sent, so a release may go out
     // right behind it on this connection (the engine's releaseKeys relies on it). The source is
     // a few hundred bytes for a whole tick's takes.
-    return (await this.client.eval(TAKE_SCRIPT.source, keys.length, ...keys, ...args)) as unknown[];
+    return takesPerKey(await this.client.eval(TAKE_SCRIPT.source, keys.length, [...keys, ...args] as RedisKey[]), items.length);
   }
 
   /** Alone: one lock's keys; a one-key lock, the common case, by the lighter script. */
   async #sendFree(item: FreeRequest): Promise<number> {
     if (item.keys.length > 1) return (await this.#sendFrees([item]))[0]!;
     const args = [item.token, item.waiterId, QUEUE_ENTRY_STAY_MS];
-    return Number(await this.run(RELEASE_ONE_SCRIPT, [item.keys[0]!, item.queueKeys[0]!], args));
+    return freedPerKey([await this.run(RELEASE_ONE_SCRIPT, [item.keys[0]!, item.queueKeys[0]!], args)], 1)[0]!;
   }
 
   async #sendFrees(items: readonly FreeRequest[]): Promise<number[]> {
@@ -118,11 +142,11 @@ export class RedisNode {
         args.push(item.token, item.waiterId);
       });
     }
-    const freed = (await this.run(RELEASE_SCRIPT, [...keys, ...queueKeys], args)) as number[];
+    const freed = freedPerKey(await this.run(RELEASE_SCRIPT, [...keys, ...queueKeys], args), keys.length);
     let at = 0;
     return items.map((item) => {
       let count = 0;
-      for (let i = 0; i < item.keys.length; i++) count += Number(freed[at++]);
+      for (let i = 0; i < item.keys.length; i++) count += freed[at++]!;
       return count;
     });
   }
@@ -132,7 +156,7 @@ export class RedisNode {
    * has been up. Every closed connection forgets it: a restart always breaks the connection,
    * so no vote is counted from a server that has not been identified since.
    */
-  identify(onRestart: (restart: NodeRestart) => void): Promise<void> {
+  identify(onRestart: (restart: NodeRestart) => void, onIdentified: (runId: string) => void = () => {}): Promise<void> {
     if (!this.#watching) {
       this.#watching = true;
       this.client.on('close', () => {
@@ -141,7 +165,7 @@ export class RedisNode {
       });
     }
     if (this.#startedAt !== undefined) return Promise.resolve();
-    this.#identifying ??= this.#readIdentity(onRestart).finally(() => {
+    this.#identifying ??= this.#readIdentity(onRestart, onIdentified).finally(() => {
       if (this.#startedAt === undefined) this.#identifying = undefined;
     });
     return this.#identifying;
@@ -157,7 +181,12 @@ export class RedisNode {
     return this.#startedAt === undefined ? undefined : monotonicNow() - this.#startedAt;
   }
 
-  async #readIdentity(onRestart: (restart: NodeRestart) => void): Promise<void> {
+  /** The server's run_id as last read; kept after the connection closes, until read again. */
+  get runId(): string | undefined {
+    return this.#runId;
+  }
+
+  async #readIdentity(onRestart: (restart: NodeRestart) => void, onIdentified: (runId: string) => void): Promise<void> {
     const info = await this.client.info('server');
     const runId = /^run_id:(\S+)/m.exec(info)?.[1];
     const uptimeSeconds = Number(/^uptime_in_seconds:(\d+)/m.exec(info)?.[1] ?? Number.NaN);
@@ -171,6 +200,7 @@ export class RedisNode {
     if (replaced) startedAt = Math.max(startedAt, now);
     this.#runId = runId;
     this.#startedAt = startedAt;
+    onIdentified(runId);
     if (replaced) onRestart({ node: this.name, reason: 'run_id changed', uptimeMs: uptimeSeconds * 1000 });
   }
 }

@@ -1,4 +1,5 @@
 import { InvalidArgumentError } from './errors.js';
+import { WAKE_CHANNEL_PREFIX } from './lua-scripts.js';
 
 export interface RedlockLogger {
   warn(message: string): void;
@@ -28,6 +29,12 @@ export interface RedlockOptions extends WaitOptions {
   nodeTimeoutMs?: number;
   /** How many times one lock may be extended; unbounded extension would defeat expiry. Default 1000. */
   maxExtensions?: number;
+  /**
+   * How many resources one lock may cover. A lock over more is refused with InvalidArgumentError
+   * before anything is sent: every resource costs keys and script work on every master, within
+   * the node timeout. Default 1000.
+   */
+  maxResources?: number;
   /** Where warnings go (an even number of masters, a master in restart quarantine). Default `console`. */
   logger?: RedlockLogger;
   /**
@@ -63,6 +70,7 @@ export interface ResolvedRedlockOptions {
   readonly driftFactor: number;
   readonly nodeTimeoutMs: number | undefined;
   readonly maxExtensions: number;
+  readonly maxResources: number;
   readonly retryCount: number;
   readonly waitTimeoutMs: number;
   readonly retryDelayMs: number;
@@ -86,6 +94,7 @@ const DEFAULTS = {
   queueKeyPrefix: 'redlock-queue:',
   driftFactor: 0.01,
   maxExtensions: 1000,
+  maxResources: 1000,
   retryCount: Number.POSITIVE_INFINITY,
   waitTimeoutMs: 10_000,
   retryDelayMs: 50,
@@ -93,11 +102,15 @@ const DEFAULTS = {
 } as const;
 
 export function resolveOptions(options: RedlockOptions = {}): ResolvedRedlockOptions {
+  if (options === null || typeof options !== 'object' || Array.isArray(options)) {
+    throw new InvalidArgumentError('options', options, 'expected an object of Redlock options');
+  }
   const resolved = {
     keyPrefix: options.keyPrefix ?? DEFAULTS.keyPrefix,
     driftFactor: options.driftFactor ?? DEFAULTS.driftFactor,
     nodeTimeoutMs: options.nodeTimeoutMs,
     maxExtensions: options.maxExtensions ?? DEFAULTS.maxExtensions,
+    maxResources: options.maxResources ?? DEFAULTS.maxResources,
     logger: options.logger ?? console,
     fencing: options.fencing ?? false,
     fenceKeyPrefix: options.fenceKeyPrefix ?? DEFAULTS.fenceKeyPrefix,
@@ -108,25 +121,53 @@ export function resolveOptions(options: RedlockOptions = {}): ResolvedRedlockOpt
     ...resolveWait(options, DEFAULTS),
   };
   if (resolved.restartQuarantineMs !== false && resolved.restartQuarantineMs !== 'max-ttl') {
-    checkNonNegative('restartQuarantineMs', resolved.restartQuarantineMs);
+    checkDelay('restartQuarantineMs', resolved.restartQuarantineMs);
   }
-  const prefixes = ['keyPrefix', 'fenceKeyPrefix', 'queueKeyPrefix'] as const;
-  for (const name of prefixes) {
-    const value = resolved[name];
-    if (typeof value !== 'string' || prefixes.some((other) => other !== name && resolved[other] === value)) {
-      throw new InvalidArgumentError(name, value, 'expected a string, different from the other key prefixes');
-    }
-  }
-  if (typeof resolved.keyPrefix !== 'string') {
-    throw new InvalidArgumentError('keyPrefix', resolved.keyPrefix, 'expected a string');
-  }
-  if (!(resolved.driftFactor >= 0 && resolved.driftFactor < 0.5)) {
+  checkPrefixes(resolved);
+  if (typeof resolved.driftFactor !== 'number' || !(resolved.driftFactor >= 0 && resolved.driftFactor < 0.5)) {
     throw new InvalidArgumentError('driftFactor', resolved.driftFactor, 'expected a number in [0, 0.5)');
   }
   if (resolved.nodeTimeoutMs !== undefined) checkPositiveInteger('nodeTimeoutMs', resolved.nodeTimeoutMs);
   checkCount('maxExtensions', resolved.maxExtensions);
+  checkPositiveInteger('maxResources', resolved.maxResources);
+  const logger = resolved.logger as Partial<RedlockLogger> | null;
+  if (logger === null || typeof logger !== 'object' || typeof logger.warn !== 'function') {
+    throw new InvalidArgumentError('logger', resolved.logger, 'expected an object with a warn(message) method');
+  }
+  for (const name of ['fencing', 'fenceTimeFloor', 'wakeups'] as const) {
+    if (typeof resolved[name] !== 'boolean') throw new InvalidArgumentError(name, resolved[name], 'expected true or false');
+  }
   checkedWaits.add(resolved);
   return resolved;
+}
+
+/**
+ * The engine's key names must never meet: if one prefix begins another, some resource's lock key
+ * is another resource's queue or fence key (`keyPrefix: ''` and resource `redlock-queue:x` would
+ * take over x's queue), or its release channel is a process's wake-up channel.
+ */
+function checkPrefixes(names: Pick<ResolvedRedlockOptions, 'keyPrefix' | 'fenceKeyPrefix' | 'queueKeyPrefix'>): void {
+  const prefixes = ['keyPrefix', 'fenceKeyPrefix', 'queueKeyPrefix'] as const;
+  for (const name of prefixes) {
+    const value = names[name];
+    if (typeof value !== 'string' || value.length === 0) {
+      throw new InvalidArgumentError(name, value, 'expected a non-empty string');
+    }
+  }
+  const taken = [...prefixes.map((name) => ({ name, value: names[name] })), { name: 'wake-up channel', value: WAKE_CHANNEL_PREFIX }];
+  for (const [i, a] of taken.entries()) {
+    for (const b of taken.slice(i + 1)) {
+      if (a.value.startsWith(b.value) || b.value.startsWith(a.value)) {
+        const name = a.name === 'wake-up channel' ? b.name : a.name;
+        const other = a.name === 'wake-up channel' ? a : b;
+        throw new InvalidArgumentError(
+          name,
+          names[name as (typeof prefixes)[number]],
+          `keys could collide with the ${other.name} prefix ${JSON.stringify(other.value)}: no prefix may begin another`,
+        );
+      }
+    }
+  }
 }
 
 /** Per-call wait settings over the instance's, validated the same way. */
@@ -165,11 +206,14 @@ export function checkTtl(argument: string, ttlMs: unknown): number {
   return ttlMs;
 }
 
-export function checkResources(resources: unknown): string[] {
+export function checkResources(resources: unknown, maxResources: number): string[] {
   if (typeof resources === 'string' && resources.length > 0) return [resources];
   const list = typeof resources === 'string' ? [resources] : resources;
   if (!Array.isArray(list) || list.length === 0) {
     throw new InvalidArgumentError('resources', resources, 'expected a non-empty string or a non-empty array of them');
+  }
+  if (list.length > maxResources) {
+    throw new InvalidArgumentError('resources', resources, `expected at most ${maxResources} resources per lock (maxResources)`);
   }
   for (const resource of list) {
     if (typeof resource !== 'string' || resource.length === 0) {
@@ -201,10 +245,18 @@ function checkDelay(argument: string, value: unknown): void {
   }
 }
 
-function checkNonNegative(argument: string, value: unknown): void {
-  if (typeof value !== 'number' || !Number.isFinite(value) || value < 0) {
-    throw new InvalidArgumentError(argument, value, 'expected a finite number >= 0');
-  }
+/** An AbortSignal, or anything that behaves as one (a signal of another realm or a polyfill). */
+export function checkSignal(signal: unknown): AbortSignal | undefined {
+  if (signal === undefined) return undefined;
+  const candidate = signal as Partial<AbortSignal> | null;
+  const usable =
+    candidate !== null &&
+    typeof candidate === 'object' &&
+    typeof candidate.aborted === 'boolean' &&
+    typeof candidate.addEventListener === 'function' &&
+    typeof candidate.removeEventListener === 'function';
+  if (!usable) throw new InvalidArgumentError('signal', signal, 'expected an AbortSignal');
+  return signal as AbortSignal;
 }
 
 const MAX_DEFAULT_NODE_TIMEOUT_MS = 100;

@@ -2,7 +2,7 @@ import { EventEmitter } from 'node:events';
 import type { Redis } from 'ioredis';
 import { autoExtend } from './auto-extender.js';
 import { monotonicNow, validityLeftMs } from './clock.js';
-import { AcquireAbortedError, ExtensionLimitError, LockHeldError, LockLostError } from './errors.js';
+import { AcquireAbortedError, ExtensionLimitError, InvalidArgumentError, LockHeldError, LockLostError } from './errors.js';
 import { Lock, type LockEngine, type ReleaseResult } from './lock.js';
 import { currentScope, LockSession } from './lock-session.js';
 import { nextFence } from './fence.js';
@@ -24,9 +24,11 @@ import { QueueEntries } from './queue-entries.js';
 import { ReleaseWakeups } from './release-wakeups.js';
 import { roundFailure, type RoundFailure } from './round-failure.js';
 import { RestartQuarantine, type QuarantineNotice } from './restart-quarantine.js';
+import { VoterAdmission, type DuplicateMaster } from './voter-admission.js';
 import { Waiter } from './waiter.js';
 import {
   checkResources,
+  checkSignal,
   checkTtl,
   nodeTimeoutMs,
   resolveOptions,
@@ -64,7 +66,8 @@ const UNREACHABLE_RETRIES = 2;
  * The Redlock algorithm over N independent Redis masters: a lock is held when a majority
  * granted it within its validity, measured on a monotonic clock.
  *
- * Events: `'quarantine'` with a QuarantineNotice when a restarted master's votes stop counting.
+ * Events: `'quarantine'` with a QuarantineNotice when a restarted master's votes stop counting;
+ * `'duplicate'` with a DuplicateMaster when a client turns out to reach a server already listed.
  */
 export class Redlock extends EventEmitter implements LockEngine {
   readonly nodes: readonly RedisNode[];
@@ -75,6 +78,7 @@ export class Redlock extends EventEmitter implements LockEngine {
   #pruneHeldAt = 64;
   readonly #acquisitions = new WeakMap<Lock, Acquisition>();
   readonly #quarantine: RestartQuarantine | undefined;
+  readonly #admission: VoterAdmission;
   readonly #wakeups: ReleaseWakeups | undefined;
   readonly #localQueue = new LocalQueue();
   readonly #handOver = new LocalHandOver(this, this.#localQueue);
@@ -88,10 +92,11 @@ export class Redlock extends EventEmitter implements LockEngine {
       this.#quarantine = new RestartQuarantine(window, (notice) => this.#onQuarantine(notice));
     }
     this.nodes = mastersFrom(clients);
+    this.#admission = new VoterAdmission(this.nodes, this.#quarantine, (duplicate) => this.#onDuplicate(duplicate));
     this.#entries = new QueueEntries(this.nodes, this.options);
     // Ask every master who it is now, so the first acquire does not pay that round trip; a
     // master that cannot answer yet is asked again at its first vote.
-    for (const node of this.nodes) this.#quarantine?.admit(node)?.catch(() => {});
+    for (const node of this.nodes) this.#admission.identify(node).catch(() => {});
     if (this.options.wakeups) this.#wakeups = new ReleaseWakeups(this.nodes);
     this.quorum = Math.floor(this.nodes.length / 2) + 1;
     if (this.nodes.length % 2 === 0) {
@@ -118,8 +123,9 @@ export class Redlock extends EventEmitter implements LockEngine {
   }
 
   async #acquire(resources: string | readonly string[], ttlMs: number, options: AcquireOptions, queues: boolean): Promise<Lock> {
-    const list = checkResources(resources);
+    const list = checkResources(resources, this.options.maxResources);
     checkTtl('ttlMs', ttlMs);
+    checkCallOptions(options);
     const wait = resolveWait(options, this.options);
     this.#quarantine?.observeTtl(ttlMs);
     const fencing = options.fencing ?? this.options.fencing;
@@ -133,7 +139,9 @@ export class Redlock extends EventEmitter implements LockEngine {
     const first = this.#localQueue.enter(line);
     let uncontended = first && keys.length === 1 && !fencing;
     const predecessorFoundNoQuorum = first ? false : await this.#joinLocalLine(line, list, options.signal, waits ? wait.waitTimeoutMs : 0);
-    const waiter = new Waiter(queues, this.#wakeups, keys, wait, options.signal);
+    // Only a caller that will wait takes a place in the masters' queues: an entry of one that will
+    // not come back would stand ahead of real waiters, and stretch every Retry-After behind it.
+    const waiter = new Waiter(waits, this.#wakeups, keys, wait, options.signal);
     let attempt = 0;
     // Behind a caller that just found no quorum, one round is enough to confirm the outage.
     let unreachableRounds = predecessorFoundNoQuorum ? UNREACHABLE_RETRIES : 0;
@@ -216,8 +224,9 @@ export class Redlock extends EventEmitter implements LockEngine {
    * `session.run()` and must call `session.exit()` when it ends, however it ends.
    */
   async enter(resources: string | readonly string[], ttlMs: number, options: UsingOptions = {}): Promise<LockSession> {
-    const list = checkResources(resources);
+    const list = checkResources(resources, this.options.maxResources);
     checkTtl('ttlMs', ttlMs);
+    checkCallOptions(options);
     const outer = currentScope(this);
     const missing = outer ? list.filter((resource) => !outer.locks.has(resource)) : list;
     if (outer && missing.length === 0) {
@@ -235,6 +244,24 @@ export class Redlock extends EventEmitter implements LockEngine {
    */
   expectTtl(ttlMs: number): void {
     this.#quarantine?.observeTtl(checkTtl('ttlMs', ttlMs));
+  }
+
+  /**
+   * Asks every master that answers who it is and rejects with InvalidArgumentError if two of the
+   * given clients reach the same server (same run_id): one server must not vote twice. Masters
+   * that do not answer are skipped. The engine never counts a duplicate's votes anyway; this
+   * turns the mistake into a startup error (the Nest module calls it at bootstrap).
+   */
+  async verifyMasters(): Promise<void> {
+    await Promise.all(this.nodes.map((node) => this.#admission.identify(node).catch(() => {})));
+    const [duplicate] = this.#admission.duplicates();
+    if (duplicate) {
+      throw new InvalidArgumentError(
+        `clients[${duplicate.index}]`,
+        duplicate.node,
+        `the same server (run_id) as clients[${duplicate.sameAsIndex}] (${duplicate.sameAs}); list every master once`,
+      );
+    }
   }
 
   /** Locks acquired through this instance, not released and still valid. */
@@ -279,6 +306,11 @@ export class Redlock extends EventEmitter implements LockEngine {
     if (round.granted >= this.quorum && left > 0) {
       lock.renewed(end + left, ttlMs);
       return;
+    }
+    // Any master that got the request may now hold the new ttl, shorter than the old one perhaps:
+    // only what every outcome leaves true still stands, the earlier of the two deadlines.
+    if (round.outcomes.some((outcome) => outcome.status !== 'quarantined')) {
+      lock.narrowed(end + left, `an extension to ${ttlMs} ms failed and may have shortened the lock on some masters`);
     }
     const failure = roundFailure(lock.resources, round, this.quorum, left, 0);
     if (failure.error instanceof LockHeldError) {
@@ -404,9 +436,17 @@ export class Redlock extends EventEmitter implements LockEngine {
   /** A request whose answer counts as a vote: masters in restart quarantine are not asked. */
   private vote(request: (node: RedisNode) => Promise<unknown>) {
     return (node: RedisNode): Promise<unknown> => {
-      const admission = this.#quarantine?.admit(node);
+      const admission = this.#admission.admit(node);
       return admission ? admission.then(() => request(node)) : request(node);
     };
+  }
+
+  #onDuplicate(duplicate: DuplicateMaster): void {
+    this.options.logger.warn(
+      `redlock: clients[${duplicate.index}] (${duplicate.node}) is the same server (run_id) as clients[${duplicate.sameAsIndex}] ` +
+        `(${duplicate.sameAs}); its votes do not count. List every master once.`,
+    );
+    this.emit('duplicate', duplicate);
   }
 
   #onQuarantine(notice: QuarantineNotice): void {
@@ -416,6 +456,14 @@ export class Redlock extends EventEmitter implements LockEngine {
     );
     this.emit('quarantine', notice);
   }
+}
+
+/** Per-call options: an object, and a signal that is one (a look-alike would fail in a timer later). */
+function checkCallOptions(options: AcquireOptions | null): void {
+  if (options === null || typeof options !== 'object') {
+    throw new InvalidArgumentError('options', options, 'expected an object of acquire options');
+  }
+  checkSignal(options.signal);
 }
 
 interface Acquisition {

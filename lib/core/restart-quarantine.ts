@@ -32,19 +32,16 @@ export class RestartQuarantine {
     return this.window === 'max-ttl' ? this.#longestTtlMs : this.window;
   }
 
-  /**
-   * Undefined when the master's vote counts now (the common case costs no promise); otherwise
-   * a promise that identifies the master first and rejects with NodeQuarantinedError if it is
-   * too young.
-   */
-  admit(node: RedisNode): Promise<void> | undefined {
-    const uptime = node.uptimeMs();
-    if (uptime !== undefined) return this.#judge(node, uptime);
-    const onReplaced = () => void this.#replaced.add(node);
-    return node.identify(onReplaced).then(() => this.#judge(node, node.uptimeMs()!));
+  /** The master's connection found a different server than before (failover, DNS, restart). */
+  replaced(node: RedisNode): void {
+    this.#replaced.add(node);
   }
 
-  #judge(node: RedisNode, uptimeMs: number): Promise<void> | undefined {
+  /**
+   * Undefined when the identified master's vote counts now (the common case costs no promise);
+   * otherwise a rejection with NodeQuarantinedError: it is too young.
+   */
+  judge(node: RedisNode, uptimeMs: number): Promise<void> | undefined {
     const remaining = this.windowMs - uptimeMs;
     if (remaining <= 0) return undefined;
     if (this.#noticed.get(node) !== node.startedAt) {

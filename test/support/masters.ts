@@ -67,7 +67,8 @@ export function watchCalls(
   const original = (client[method] as (...args: unknown[]) => Promise<unknown>).bind(client);
   (client as unknown as Record<string, unknown>)[method] = (...args: unknown[]) => {
     const reply = original(...args);
-    observe(args, reply);
+    // As ioredis sends them: an array argument stands for its elements.
+    observe(args.flat(), reply);
     return reply;
   };
 }

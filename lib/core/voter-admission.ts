@@ -1,0 +1,83 @@
+import { RestartQuarantine } from './restart-quarantine.js';
+import { NodeDuplicateError, type RedisNode } from './redis-node.js';
+
+/** A master listed twice: `node` reaches the same server (same run_id) as `sameAs`. */
+export interface DuplicateMaster {
+  readonly node: string;
+  readonly index: number;
+  readonly sameAs: string;
+  readonly sameAsIndex: number;
+}
+
+/**
+ * Decides whether a master's answer may count as a vote. Every connection is asked who the
+ * server is (INFO server: run_id, uptime) before its first vote, so that
+ * - a server reached under two names (127.0.0.1 and localhost, two URLs, a proxy) votes once:
+ *   the name identified first keeps the vote, the other's requests fail naming it;
+ * - a restarted or replaced master waits out the restart quarantine, when that is on.
+ */
+export class VoterAdmission {
+  /** Which node speaks for each server (run_id). */
+  readonly #claims = new Map<string, RedisNode>();
+  readonly #duplicateOf = new Map<RedisNode, RedisNode>();
+
+  constructor(
+    private readonly nodes: readonly RedisNode[],
+    private readonly quarantine: RestartQuarantine | undefined,
+    private readonly onDuplicate: (duplicate: DuplicateMaster) => void,
+  ) {}
+
+  /**
+   * Undefined when the master's vote counts now (the common case costs no promise); otherwise
+   * a promise that identifies it first and rejects if its vote must not count.
+   */
+  admit(node: RedisNode): Promise<void> | undefined {
+    const uptime = node.uptimeMs();
+    if (uptime === undefined) return this.identify(node).then(() => this.#judge(node, node.uptimeMs()!));
+    return this.#judge(node, uptime);
+  }
+
+  /** Reads who the server behind `node` is, if its connection has not said so yet. */
+  identify(node: RedisNode): Promise<void> {
+    return node.identify(
+      () => this.quarantine?.replaced(node),
+      (runId) => this.#claim(node, runId),
+    );
+  }
+
+  /** Masters found to be another name for a master listed earlier, as far as known now. */
+  duplicates(): DuplicateMaster[] {
+    return [...this.#duplicateOf].map(([node, original]) => this.#describe(node, original));
+  }
+
+  #judge(node: RedisNode, uptimeMs: number): Promise<void> | undefined {
+    const original = this.#duplicateOf.size > 0 ? this.#duplicateOf.get(node) : undefined;
+    if (original) {
+      if (original.runId === node.runId) {
+        return Promise.reject(new NodeDuplicateError(node.name, original.name, this.nodes.indexOf(original)));
+      }
+      // The other name reaches another server now: this one speaks for its server alone.
+      this.#duplicateOf.delete(node);
+      this.#claims.set(node.runId!, node);
+    }
+    return this.quarantine?.judge(node, uptimeMs);
+  }
+
+  /** The first node identified as a server speaks for it while it still says it reaches it. */
+  #claim(node: RedisNode, runId: string): void {
+    const holder = this.#claims.get(runId);
+    if (holder && holder !== node && holder.runId === runId) {
+      if (this.#duplicateOf.get(node) !== holder) {
+        this.#duplicateOf.set(node, holder);
+        this.onDuplicate(this.#describe(node, holder));
+      }
+      return;
+    }
+    this.#claims.set(runId, node);
+    this.#duplicateOf.delete(node);
+  }
+
+  #describe(node: RedisNode, original: RedisNode): DuplicateMaster {
+    return { node: node.name, index: this.nodes.indexOf(node), sameAs: original.name, sameAsIndex: this.nodes.indexOf(original) };
+  }
+}
