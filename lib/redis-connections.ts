@@ -108,7 +108,22 @@ function parseNode(node: unknown, index: number): Parsed {
   }
   if (isClient(node)) return { index, kind: 'client', client: node, address: nodeName(node) };
   const options = node as RedisOptions;
+  checkAddress(options, label);
   return { index, kind: 'options', options, address: nodeName({ options } as unknown as Redis) };
+}
+
+/** ioredis takes `port: 'abc'` and connects somewhere unexpected (or nowhere) without a word. */
+function checkAddress(options: RedisOptions, label: string): void {
+  const { host, port, path } = options as { host?: unknown; port?: unknown; path?: unknown };
+  if (port !== undefined && !(typeof port === 'number' && Number.isInteger(port) && port > 0 && port < 65_536)) {
+    throw new RedlockConfigError(`${label}.port must be an integer in [1, 65535] (got ${describe(port)})`);
+  }
+  if (host !== undefined && (typeof host !== 'string' || host.length === 0)) {
+    throw new RedlockConfigError(`${label}.host must be a non-empty string (got ${describe(host)})`);
+  }
+  if (path !== undefined && (typeof path !== 'string' || path.length === 0)) {
+    throw new RedlockConfigError(`${label}.path must be a non-empty string (got ${describe(path)})`);
+  }
 }
 
 /** Duck-typed so a client from another copy of ioredis (a v5 peer) is recognised too. */
@@ -139,9 +154,12 @@ function urlAddress(text: string, label: string): string {
   return nodeName({ options: { host, port: url.port ? Number(url.port) : 6379 } } as unknown as Redis);
 }
 
+/** What kind of value it was, never the value: options may carry a password anywhere. */
 function describe(value: unknown): string {
   if (value === null) return 'null';
   if (Array.isArray(value)) return 'an array';
+  if (typeof value === 'string') return 'a string';
+  if (typeof value === 'number') return 'a number';
   return typeof value;
 }
 

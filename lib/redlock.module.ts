@@ -27,7 +27,8 @@ async function createEngine(settings: RedlockSettings, connections: RedisConnect
   } catch (error) {
     engine?.close();
     await connections.close();
-    throw error instanceof Error ? new RedlockConfigError(`RedlockModule: ${error.message}`) : error;
+    // The engine numbers its clients as the module's options number the nodes.
+    throw error instanceof Error ? new RedlockConfigError(`RedlockModule: ${error.message.replace(/\bclients\[/g, 'options.nodes[')}`) : error;
   }
 }
 

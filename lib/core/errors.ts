@@ -22,6 +22,14 @@ export function isFailure(status: NodeOutcome['status']): boolean {
   return status === 'error' || status === 'timeout' || status === 'quarantined';
 }
 
+/** Resource names for a message: a lock may cover a thousand, a message names a few. */
+function names(resources: readonly string[]): string {
+  const shown = resources.slice(0, MAX_NAMED).join(', ');
+  return resources.length > MAX_NAMED ? `${shown} and ${resources.length - MAX_NAMED} more` : shown;
+}
+
+const MAX_NAMED = 5;
+
 function describe(outcomes: readonly NodeOutcome[]): string {
   return outcomes.map((o) => (o.error ? `${o.node} ${o.status} (${o.error})` : `${o.node} ${o.status}`)).join(', ');
 }
@@ -39,7 +47,7 @@ export class LockHeldError extends RedlockError {
     readonly retryAfterMs: number | undefined,
   ) {
     super(
-      `lock on ${resources.join(', ')} is held by another owner (refused by ${refusedBy.join(', ')}; ` +
+      `lock on ${names(resources)} is held by another owner (refused by ${refusedBy.join(', ')}; ` +
         `${attempts} attempt${attempts === 1 ? '' : 's'})`,
     );
   }
@@ -58,7 +66,7 @@ export class QuorumUnreachableError extends RedlockError {
   ) {
     const granted = nodes.filter((o) => o.status === 'granted').length;
     super(
-      `quorum of ${quorum} unreachable for ${resources.join(', ')}: ${granted} granted; ` +
+      `quorum of ${quorum} unreachable for ${names(resources)}: ${granted} granted; ` +
         `${detail ? `${detail}; ` : ''}${describe(nodes)}`,
     );
   }
@@ -78,7 +86,7 @@ export class LockLostError extends RedlockError {
     readonly reason: string,
     readonly nodes: readonly NodeOutcome[] = [],
   ) {
-    super(`lock on ${resources.join(', ')} lost: ${reason}${nodes.length ? ` (${describe(nodes)})` : ''}`);
+    super(`lock on ${names(resources)} lost: ${reason}${nodes.length ? ` (${describe(nodes)})` : ''}`);
   }
 }
 
@@ -90,7 +98,7 @@ export class ExtensionLimitError extends RedlockError {
     readonly resources: readonly string[],
     readonly maxExtensions: number,
   ) {
-    super(`lock on ${resources.join(', ')} reached its limit of ${maxExtensions} extensions`);
+    super(`lock on ${names(resources)} reached its limit of ${maxExtensions} extensions`);
   }
 }
 
@@ -114,7 +122,7 @@ export class AcquireAbortedError extends RedlockError {
     readonly resources: readonly string[],
     reason: unknown,
   ) {
-    super(`acquiring ${resources.join(', ')} was aborted`, { cause: reason });
+    super(`acquiring ${names(resources)} was aborted`, { cause: reason });
   }
 }
 

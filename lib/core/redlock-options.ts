@@ -147,25 +147,29 @@ export function resolveOptions(options: RedlockOptions = {}): ResolvedRedlockOpt
  * take over x's queue), or its release channel is a process's wake-up channel.
  */
 function checkPrefixes(names: Pick<ResolvedRedlockOptions, 'keyPrefix' | 'fenceKeyPrefix' | 'queueKeyPrefix'>): void {
+  type Prefix = 'keyPrefix' | 'fenceKeyPrefix' | 'queueKeyPrefix' | 'wake-up channel';
   const prefixes = ['keyPrefix', 'fenceKeyPrefix', 'queueKeyPrefix'] as const;
   for (const name of prefixes) {
-    const value = names[name];
-    if (typeof value !== 'string' || value.length === 0) {
-      throw new InvalidArgumentError(name, value, 'expected a non-empty string');
-    }
+    if (typeof names[name] !== 'string') throw new InvalidArgumentError(name, names[name], 'expected a string');
   }
-  const taken = [...prefixes.map((name) => ({ name, value: names[name] })), { name: 'wake-up channel', value: WAKE_CHANNEL_PREFIX }];
-  for (const [i, a] of taken.entries()) {
-    for (const b of taken.slice(i + 1)) {
-      if (a.value.startsWith(b.value) || b.value.startsWith(a.value)) {
-        const name = a.name === 'wake-up channel' ? b.name : a.name;
-        const other = a.name === 'wake-up channel' ? a : b;
-        throw new InvalidArgumentError(
-          name,
-          names[name as (typeof prefixes)[number]],
-          `keys could collide with the ${other.name} prefix ${JSON.stringify(other.value)}: no prefix may begin another`,
-        );
-      }
+  const value = (name: Prefix) => (name === 'wake-up channel' ? WAKE_CHANNEL_PREFIX : names[name]);
+  // The one to blame: the option the caller set rather than a default, else the one that begins the other.
+  const blame = (a: Prefix, b: Prefix): Prefix => {
+    const set = (name: Prefix) => name !== 'wake-up channel' && names[name] !== DEFAULTS[name];
+    if (set(a) !== set(b)) return set(a) ? a : b;
+    return value(a).length <= value(b).length ? a : b;
+  };
+  const all: Prefix[] = [...prefixes, 'wake-up channel'];
+  for (const [i, a] of all.entries()) {
+    for (const b of all.slice(i + 1)) {
+      if (!value(a).startsWith(value(b)) && !value(b).startsWith(value(a))) continue;
+      const name = blame(a, b) as (typeof prefixes)[number];
+      const other = name === a ? b : a;
+      throw new InvalidArgumentError(
+        name,
+        names[name],
+        `keys could collide with the ${other} prefix ${JSON.stringify(value(other))}: no prefix may begin another`,
+      );
     }
   }
 }

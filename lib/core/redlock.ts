@@ -256,10 +256,15 @@ export class Redlock extends EventEmitter implements LockEngine {
     await Promise.all(this.nodes.map((node) => this.#admission.identify(node).catch(() => {})));
     const [duplicate] = this.#admission.duplicates();
     if (duplicate) {
+      // Named in list order, whichever of the two answered first and keeps the vote.
+      const [first, second] = [
+        { index: duplicate.index, name: duplicate.node },
+        { index: duplicate.sameAsIndex, name: duplicate.sameAs },
+      ].sort((a, b) => a.index - b.index);
       throw new InvalidArgumentError(
-        `clients[${duplicate.index}]`,
-        duplicate.node,
-        `the same server (run_id) as clients[${duplicate.sameAsIndex}] (${duplicate.sameAs}); list every master once`,
+        `clients[${second!.index}]`,
+        second!.name,
+        `the same server (run_id) as clients[${first!.index}] (${first!.name}); list every master once`,
       );
     }
   }

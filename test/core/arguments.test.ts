@@ -110,6 +110,75 @@ describe('masters', () => {
   });
 });
 
+describe('engine options', () => {
+  it.each<[string, unknown]>([
+    ['options', null],
+    ['options', 'fast'],
+    ['logger', {}],
+    ['driftFactor', '0.1'],
+    ['fencing', 'yes'],
+    ['wakeups', 1],
+    ['fenceTimeFloor', 'false'],
+    ['restartQuarantineMs', -5],
+    ['restartQuarantineMs', '10000'],
+  ])('%s: %j is refused with a typed error naming it', (argument, value) => {
+    const options = argument === 'options' ? value : { ...FRESH_FLEET, [argument]: value };
+    expect(() => new Redlock(clients, options as object)).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT', argument }));
+  });
+
+  it.each<[string, Record<string, string>]>([
+    ['keyPrefix', { keyPrefix: '' }],
+    ['keyPrefix', { keyPrefix: 'redlock' }],
+    ['keyPrefix', { keyPrefix: 'r' }],
+    ['queueKeyPrefix', { queueKeyPrefix: 'redlock:' }],
+    ['fenceKeyPrefix', { fenceKeyPrefix: 'redlock:fence:' }],
+    ['keyPrefix', { keyPrefix: 'locks:', queueKeyPrefix: 'locks:queue:' }],
+    ['keyPrefix', { keyPrefix: 'redlock-wake:' }],
+  ])('refuses prefixes that can collide: %s in %j', (argument, prefixes) => {
+    expect(() => new Redlock(clients, { ...FRESH_FLEET, ...prefixes })).toThrow(
+      expect.objectContaining({ code: 'INVALID_ARGUMENT', argument, message: expect.stringMatching(/no prefix may begin another/) }),
+    );
+  });
+
+  it('accepts prefixes that cannot collide', async () => {
+    const engine = new Redlock(clients, { ...FRESH_FLEET, keyPrefix: 'app:lock:', queueKeyPrefix: 'app:queue:', fenceKeyPrefix: 'app:fence:' });
+    await (await engine.acquire('x', 1_000)).release();
+  });
+});
+
+describe('signal', () => {
+  it.each<[string, unknown]>([
+    ['a plain object', { aborted: false }],
+    ['a string', 'abort'],
+    ['null', null],
+    ['an AbortController', new AbortController()],
+  ])('that is %s is refused with INVALID_ARGUMENT, and nothing fails later', async (_name, signal) => {
+    const unhandled: unknown[] = [];
+    const record = (reason: unknown) => unhandled.push(reason);
+    process.on('uncaughtException', record).on('unhandledRejection', record);
+    try {
+      for (const call of [
+        () => redlock.acquire('signal', 1_000, { signal: signal as AbortSignal }),
+        () => redlock.using('signal', 1_000, async () => 'ran', { signal: signal as AbortSignal }),
+      ]) {
+        const error = await call().catch((e: unknown) => e);
+        expect(invalid('signal')(error)).toBe(true);
+      }
+      // A timer of a waiter given such a signal would have thrown by now.
+      await new Promise((resolve) => setTimeout(resolve, 150));
+      expect(unhandled).toEqual([]);
+      expect(await clients[0]!.exists('redlock:signal')).toBe(0);
+    } finally {
+      process.off('uncaughtException', record).off('unhandledRejection', record);
+    }
+  });
+
+  it('refuses acquire options that are not an object', async () => {
+    const error = await redlock.acquire('options', 1_000, null as never).catch((e: unknown) => e);
+    expect(invalid('options')(error)).toBe(true);
+  });
+});
+
 describe('credentials', () => {
   it('never appear in node names or errors', async () => {
     const guarded = await RedisFleet.start(3);

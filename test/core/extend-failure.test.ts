@@ -1,0 +1,126 @@
+import { once } from 'node:events';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { LockLostError, QuorumUnreachableError, Redlock } from '../../lib/index.js';
+import { connectMasters, disconnectAll, FRESH_FLEET } from '../support/masters.js';
+import { RedisFleet } from '../support/redis-fleet.js';
+import { TcpProxy } from '../support/tcp-proxy.js';
+
+// An extension that fails may still have reached some masters, with its ttl: after it, the lock
+// may rely only on the earlier of its old deadline and the one the new ttl gives.
+
+let fleet: RedisFleet;
+const opened: Redis[] = [];
+const proxies: TcpProxy[] = [];
+
+beforeAll(async () => {
+  fleet = await RedisFleet.start(3);
+});
+
+afterAll(async () => {
+  disconnectAll(opened);
+  await Promise.all(proxies.map((proxy) => proxy.close()));
+  await fleet?.stopAll();
+});
+
+async function engine(urls = fleet.urls()): Promise<Redlock> {
+  const clients = await connectMasters(urls);
+  opened.push(...clients);
+  return new Redlock(clients, FRESH_FLEET);
+}
+
+/** The fleet with masters `slow` behind proxies, so they can be given latency. */
+async function proxied(slow: readonly number[]): Promise<{ urls: string[]; slowProxies: TcpProxy[] }> {
+  const slowProxies: TcpProxy[] = [];
+  const urls = await Promise.all(
+    fleet.nodes.map(async (node) => {
+      if (!slow.includes(node.index)) return node.url;
+      const proxy = await TcpProxy.start({ host: node.host, port: node.port });
+      proxies.push(proxy);
+      slowProxies.push(proxy);
+      return proxy.url;
+    }),
+  );
+  return { urls, slowProxies };
+}
+
+describe('a failed extension', () => {
+  it('with a ttl too short to leave validity loses the lock: no second holder while it looks valid', async () => {
+    const a = await engine();
+    const b = await engine();
+    const lock = await a.acquire('acct', 10_000);
+    const error = await lock.extend(2).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(QuorumUnreachableError);
+    // The masters now expire the keys within 2 ms: the lock is gone, and says so.
+    expect(lock.remainingMs()).toBe(0);
+    expect(() => lock.assertValid(1_000)).toThrow(LockLostError);
+    expect(lock.signal.aborted).toBe(true);
+    expect(lock.signal.reason).toBeInstanceOf(LockLostError);
+    expect((lock.signal.reason as LockLostError).message).toMatch(/extension to 2 ms failed/);
+    // Another client does get it once the shortened keys expire; by then `a` no longer claims it.
+    await expect.poll(async () => {
+      const other = await b.tryAcquire('acct', 10_000);
+      await other?.release();
+      return other !== null;
+    }).toBe(true);
+    await lock.release();
+  });
+
+  it('with a shorter ttl while 2 of 3 masters are slow relies on the shorter deadline, and the signal fires at it', async () => {
+    const { urls, slowProxies } = await proxied([1, 2]);
+    const a = await engine(urls);
+    const b = await engine();
+    const lock = await a.acquire('acct-slow', 30_000);
+    for (const proxy of slowProxies) proxy.setLatency(200);
+    try {
+      // The fast master applies it at once, the slow ones after the round gave up on them.
+      await expect(lock.extend(2_000)).rejects.toBeInstanceOf(QuorumUnreachableError);
+    } finally {
+      for (const proxy of slowProxies) proxy.setLatency(0);
+    }
+    expect(lock.remainingMs()).toBeGreaterThan(0);
+    expect(lock.remainingMs()).toBeLessThan(2_000);
+    expect(() => lock.assertValid(5_000)).toThrow(LockLostError);
+    const signal = lock.signal;
+    if (!signal.aborted) await once(signal, 'abort');
+    // Only now, with `a` told, can another client take it (the keys live 2 s from the extension).
+    await expect
+      .poll(
+        async () => {
+          expect(() => lock.assertValid()).toThrow(LockLostError);
+          const other = await b.tryAcquire('acct-slow', 10_000);
+          await other?.release();
+          return other !== null;
+        },
+        { timeout: 5_000, interval: 50 },
+      )
+      .toBe(true);
+    await lock.release();
+  });
+
+  it('with a longer ttl keeps the old deadline, not the new one', async () => {
+    const { urls, slowProxies } = await proxied([1, 2]);
+    const a = await engine(urls);
+    const lock = await a.acquire('acct-long', 5_000);
+    const before = lock.remainingMs();
+    for (const proxy of slowProxies) proxy.setLatency(200);
+    try {
+      await expect(lock.extend(60_000)).rejects.toBeInstanceOf(QuorumUnreachableError);
+    } finally {
+      for (const proxy of slowProxies) proxy.setLatency(0);
+    }
+    expect(lock.remainingMs()).toBeLessThanOrEqual(before);
+    expect(lock.remainingMs()).toBeGreaterThan(0);
+    expect(lock.signal.aborted).toBe(false);
+    await lock.release();
+  });
+
+  it('that succeeds with a shorter ttl moves the deadline down to it', async () => {
+    const a = await engine();
+    const lock = await a.acquire('acct-short-ok', 30_000);
+    await lock.extend(1_000);
+    expect(lock.remainingMs()).toBeLessThan(1_000);
+    expect(lock.remainingMs()).toBeGreaterThan(0);
+    await lock.release();
+  });
+});

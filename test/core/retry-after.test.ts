@@ -1,0 +1,58 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { LockHeldError, Redlock } from '../../lib/index.js';
+import { disconnectAll, separateEngine } from '../support/masters.js';
+import { RedisFleet } from '../support/redis-fleet.js';
+
+// A caller that will not wait takes no place in the masters' queues, and what it is told to wait
+// (retryAfterMs, HTTP Retry-After) never exceeds what the holder's lock can still run.
+
+let fleet: RedisFleet;
+const opened: Redis[] = [];
+
+beforeAll(async () => {
+  fleet = await RedisFleet.start(3);
+});
+
+afterAll(async () => {
+  disconnectAll(opened);
+  await fleet?.stopAll();
+});
+
+it('200 staggered callers that will not wait are told at most the holder\'s remaining time, and leave no queue entry', async () => {
+  const holderEngine = await separateEngine(fleet.urls(), opened);
+  const { redlock: callers, clients } = await separateEngine(fleet.urls(), opened);
+  const holder = await holderEngine.redlock.acquire('acct', 5_000);
+  // One caller of another process that does wait is in line too, as in real traffic.
+  const patientEngine = await separateEngine(fleet.urls(), opened);
+  const patient = patientEngine.redlock.acquire('acct', 5_000, { waitTimeoutMs: 20_000 });
+  try {
+    const told: number[] = [];
+    for (let i = 0; i < 200; i++) {
+      // Fenced, so each takes the scripted path that can queue (a plain SET NX never does).
+      const call =
+        i % 2 === 0
+          ? callers.acquire('acct', 5_000, { retryCount: 0, fencing: true })
+          : callers.tryAcquire('acct', 5_000, { fencing: true });
+      const outcome = await call.catch((e: unknown) => e);
+      if (i % 2 === 0) {
+        expect(outcome).toBeInstanceOf(LockHeldError);
+        const retryAfterMs = (outcome as LockHeldError).retryAfterMs!;
+        expect(retryAfterMs).toBeLessThanOrEqual(holder.ttlMs);
+        told.push(retryAfterMs);
+      } else {
+        expect(outcome).toBeNull();
+      }
+      await sleep(3);
+    }
+    // Never more than the holder's key has left: it only goes down as time passes.
+    expect(told.every((ms, i) => i === 0 || ms <= told[i - 1]! + 5)).toBe(true);
+    // The queues hold the patient waiter's entry alone.
+    const entries = await Promise.all(clients.map((client) => client.hkeys('redlock-queue:acct')));
+    expect(entries.every((ids) => ids.length <= 1)).toBe(true);
+  } finally {
+    await holder.release();
+    await (await patient).release();
+  }
+});
