@@ -210,6 +210,8 @@ export class Redlock extends EventEmitter implements LockEngine {
     routine: LockedRoutine<T>,
     options: UsingOptions = {},
   ): Promise<T> {
+    // Checked before the lock is taken: a routine that cannot run must not cost a lock cycle.
+    if (typeof routine !== 'function') throw new InvalidArgumentError('routine', routine, 'expected a function');
     const session = await this.enter(resources, ttlMs, options);
     try {
       return await session.run(() => routine(session.signal, session.lock));

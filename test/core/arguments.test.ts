@@ -173,6 +173,12 @@ describe('signal', () => {
     }
   });
 
+  it('refuses a routine that is not a function before taking the lock', async () => {
+    const error = await redlock.using('routine', 1_000, 'run' as never).catch((e: unknown) => e);
+    expect(invalid('routine')(error)).toBe(true);
+    expect(await clients[0]!.exists('redlock:routine')).toBe(0);
+  });
+
   it('refuses acquire options that are not an object', async () => {
     const error = await redlock.acquire('options', 1_000, null as never).catch((e: unknown) => e);
     expect(invalid('options')(error)).toBe(true);
