@@ -306,6 +306,10 @@ export class Redlock extends EventEmitter implements LockEngine {
     }
     this.#quarantine?.observeTtl(ttlMs);
     const start = monotonicNow();
+    // From the moment it is sent, a master may apply the new ttl, shorter than the old one perhaps:
+    // until the round says more, the lock may rely only on the earlier of the two deadlines.
+    const shortened = `an extension to ${ttlMs} ms may have shortened the lock on some masters`;
+    lock.narrowed(start + validityLeftMs(ttlMs, start, start, this.options.driftFactor), shortened);
     const args = [lock.token, ttlMs];
     const round = await this.round(ttlMs, grantedIfOne, this.vote((node) => node.run(EXTEND_SCRIPT, lock.keys, args)));
     const end = monotonicNow();
@@ -314,11 +318,9 @@ export class Redlock extends EventEmitter implements LockEngine {
       lock.renewed(end + left, ttlMs);
       return;
     }
-    // Any master that got the request may now hold the new ttl, shorter than the old one perhaps:
-    // only what every outcome leaves true still stands, the earlier of the two deadlines.
-    if (round.outcomes.some((outcome) => outcome.status !== 'quarantined')) {
-      lock.narrowed(end + left, `an extension to ${ttlMs} ms failed and may have shortened the lock on some masters`);
-    }
+    // Failed, but any master that got the request may hold the new ttl: what every outcome leaves
+    // true is the earlier deadline, counted as for a success.
+    if (round.outcomes.some((outcome) => outcome.status !== 'quarantined')) lock.narrowed(end + left, shortened);
     const failure = roundFailure(lock.resources, round, this.quorum, left, 0);
     if (failure.error instanceof LockHeldError) {
       const lost = new LockLostError(lock.resources, 'a majority of masters no longer holds this lock', round.outcomes);

@@ -44,6 +44,15 @@ function hold(spec: HoldSpec): HistoryEvent[] {
   return events;
 }
 
+/** An extend of `token`'s lock: invoke, then ok or fail with the validUntil the lock stated after it. */
+function extend(token: string, at: number, done: number, ttl: number, phase: 'ok' | 'fail', validUntil: number): HistoryEvent[] {
+  const base = { proc: 'p', worker: 0, resource: 'r', op: 'extend' as const, id: `${token}:extend:${at}`, token, ttl };
+  return [
+    { ...base, phase: 'invoke', t: T(at) },
+    { ...base, phase, t: T(done), validUntil: T(validUntil), ...(phase === 'fail' ? { code: 'QUORUM_UNREACHABLE' } : {}) },
+  ];
+}
+
 let seq = 0;
 /** What the store applied: a read or a write, accepted or not. */
 function store(op: 'read' | 'write', at: number, fields: { token: string; fence: number; accepted: boolean; value?: number; plain?: number; resource?: string }): HistoryEvent {
@@ -134,6 +143,54 @@ describe('the safety checker', () => {
       ...hold({ proc: 'q', token: 'b', ok: 30, validFor: 10 }),
     ];
     expect(checkHistory(history).counts.overlap).toBe(1);
+  });
+
+  it('shortens a window by an extension with a shorter ttl, successful or not', () => {
+    // a holds until 100; an extend with ttl 5 at 10 leaves it until 13 (ok) or lost at 12 (failed).
+    for (const phase of ['ok', 'fail'] as const) {
+      const history = [
+        ...hold({ token: 'a', ok: 0, validFor: 100, release: 80 }),
+        ...extend('a', 10, 12, 5, phase, phase === 'ok' ? 13 : 12),
+        ...hold({ proc: 'q', token: 'b', ok: 20, validFor: 100, release: 30 }),
+      ];
+      const result = checkHistory(history);
+      expect(result.violations).toEqual([]);
+      expect(result.holds.find((h) => h.token === 'a')!.end).toBe(T(phase === 'ok' ? 13 : 12));
+    }
+  });
+
+  it('finds a holder that relies on its old deadline after a failed extend with a shorter ttl', () => {
+    // The extend (ttl 2) failed, yet the lock still claims validity until 100 and its holder
+    // writes at 30: b took the lock once the masters dropped a's key at about 12.
+    const history = [
+      ...hold({ token: 'a', fence: 1, ok: 0, validFor: 100, release: 40 }),
+      store('read', 5, { token: 'a', fence: 1, accepted: true }),
+      ...extend('a', 10, 11, 2, 'fail', 100),
+      ...hold({ proc: 'q', token: 'b', fence: 2, ok: 20, validFor: 100, release: 50 }),
+      store('read', 21, { token: 'b', fence: 2, accepted: true }),
+      store('write', 30, { token: 'a', fence: 1, accepted: false, value: 1, plain: 1 }),
+      store('write', 35, { token: 'b', fence: 2, accepted: true, value: 1, plain: 1 }),
+      final(100, 1, 1),
+    ];
+    const result = checkHistory(history);
+    expect(result.counts.overlap).toBe(1);
+    expect(result.counts['validity-excess']).toBe(1);
+    expect(result.counts['lost-update']).toBe(1);
+    expect(result.violations.map((v) => v.message).join('\n')).toMatch(/after a failed extend with ttl 2 ms the lock still claimed 89\.0 ms/);
+  });
+
+  it('accepts an extension that claims no more than its ttl less drift from its return', () => {
+    // ttl 100, drift 3: returning at 12, it may claim until 12 + 97 = 109, not 110.
+    const within = [...hold({ token: 'a', ok: 0, validFor: 50 }), ...extend('a', 10, 12, 100, 'ok', 109)];
+    expect(checkHistory(within).ok).toBe(true);
+    const beyond = [...hold({ token: 'a', ok: 0, validFor: 50 }), ...extend('a', 10, 12, 100, 'ok', 110)];
+    expect(checkHistory(beyond).counts['validity-excess']).toBe(1);
+    // A single-round acquire is held to its own bound, not to the extension's after it.
+    const longer = [...hold({ token: 'b', invoke: 0, ok: 1, validFor: 900, single: true }), ...extend('b', 10, 12, 2500, 'ok', 2400)];
+    expect(checkHistory(longer, { validitySlackMs: 5 }).ok).toBe(true);
+    // A ttl below the drift leaves nothing: a lost lock whose deadline is already behind claims nothing.
+    const lost = [...hold({ token: 'c', ok: 0, validFor: 50 }), ...extend('c', 10, 12, 1, 'fail', 11)];
+    expect(checkHistory(lost).ok).toBe(true);
   });
 
   it('finds a lost update on the counter only the lock protects', () => {

@@ -27,6 +27,8 @@ const ORDER = [
   'dropped-replies',
   'script-flush-restart',
   'thundering-herd',
+  'extend-ttls',
+  'duplicate-names',
 ];
 
 const KIND_TEXT = {
@@ -162,14 +164,15 @@ function report({ results, minutes, started, finished, info, command, exitCode }
       '(`test/safety/support/checker.ts`, itself tested on hand-written histories) then verifies:',
     '',
     '1. **No overlap**: no two holders\' validity windows on a resource intersect. A window runs from the moment ' +
-      'acquire returned to the lock\'s validity deadline (moved by successful extensions), or to the release call ' +
-      'if earlier.',
+      'acquire returned to the lock\'s validity deadline as the lock last stated it (after the acquire, and after ' +
+      'every extension, successful or failed, longer or shorter), or to the release call if earlier.',
     '2. **No lost update**: a counter that only the lock protects never skips (each write stores the value it ' +
       'read plus one, and the final value is the number of writes); the same for the fenced counter.',
     '3. **Fencing**: successive holders get strictly increasing fencing tokens, and the store never accepts an ' +
       'operation whose token is lower than one it has seen: a stale holder\'s write is rejected.',
-    '4. **Validity**: no lock is handed out with its validity already used up, and a single-round acquire never ' +
-      'promises more than `ttl - drift - elapsed`.',
+    '4. **Validity**: no lock is handed out with its validity already used up, a single-round acquire never ' +
+      'promises more than `ttl - drift - elapsed`, and after an extension, successful or failed, the lock never ' +
+      'claims more than the new `ttl - drift` from the moment the call returned.',
     '',
   );
 

@@ -4,11 +4,14 @@ import { ms, nsFromMs, type HistoryEvent } from './history.js';
  * Verifies a safety run's history. Pure: the same history always gives the same verdict.
  *
  * 1. `overlap`: no two holders' validity windows on one resource intersect. A holder's window is
- *    [acquire ok, min(latest validUntil an acquire or extend promised, release invoked)]: from when
- *    the caller learnt it holds the lock to when the lock stopped promising anything or the
- *    caller stopped relying on it. Redlock promises exactly this (the next holder's grant needs
- *    our key gone from a master of every majority, which happens after our deadline), so any
- *    intersection is a double grant, whatever the clocks of the workers, which share one.
+ *    [acquire ok, min(validUntil as last stated, release invoked)]: from when the caller learnt it
+ *    holds the lock to when the lock stopped promising anything or the caller stopped relying on
+ *    it. validUntil is stated by the acquire, then by every extend, ok or failed, and the last
+ *    statement stands even when it is shorter: an extend with a shorter ttl, whatever its
+ *    verdict, may have shortened the keys' lives on the masters. Redlock promises exactly this
+ *    (the next holder's grant needs our key gone from a master of every majority, which happens
+ *    after our deadline), so any intersection is a double grant, whatever the clocks of the
+ *    workers, which share one.
  * 2. `lost-update`: the store's unfenced counter, read-modify-written under the lock only, never
  *    skips: each write stores the value before it plus one, and the final value equals the number
  *    of writes. `lost-update-fenced`: the same for the fenced counter and its accepted writes.
@@ -17,7 +20,9 @@ import { ms, nsFromMs, type HistoryEvent } from './history.js';
  *    operation whose fence was below one it had accepted before (or equal, from another holder):
  *    a stale holder's late write is rejected.
  * Plus the validity rule: `no-validity`, a lock handed out whose validity had already run out;
- * `validity-excess`, a single-round acquire that promised more than ttl - drift - elapsed.
+ * `validity-excess`, a single-round acquire that promised more than ttl - drift - elapsed, or
+ * an extend (ok or failed) after which the lock claimed more than its new ttl - drift from the
+ * moment the call returned: a master may drop the key that early.
  */
 
 export type ViolationKind =
@@ -55,7 +60,7 @@ export interface Hold {
   readonly fence: number | undefined;
   readonly invokedAt: bigint | undefined;
   readonly okAt: bigint;
-  /** Latest validUntil promised by the acquire or a successful extend. */
+  /** The validUntil stated last, by the acquire or an extend (ok or failed). */
   readonly validUntil: bigint;
   readonly releasedAt: bigint | undefined;
   /** Window end: validUntil, or the release call if earlier. */
@@ -93,6 +98,7 @@ export function checkHistory(history: readonly HistoryEvent[], options: CheckOpt
   const holds = buildHolds(events);
 
   checkValidity(events, holds, options.validitySlackMs ?? 50, violations);
+  checkExtensions(events, violations);
   checkOverlaps(holds, violations);
   checkFenceOrder(holds, violations);
   const storeStats = checkStore(events, violations);
@@ -129,9 +135,9 @@ function buildHolds(events: readonly HistoryEvent[]): Hold[] {
       const invoke = event.id ? invokes.get(event.id) : undefined;
       drafts.set(event.token, { ok: event, invoke, validUntil: event.validUntil });
     }
-    if (event.op === 'extend' && event.phase === 'ok' && event.token && event.validUntil !== undefined) {
+    if (event.op === 'extend' && (event.phase === 'ok' || event.phase === 'fail') && event.token && event.validUntil !== undefined) {
       const draft = drafts.get(event.token);
-      if (draft && event.validUntil > draft.validUntil) draft.validUntil = event.validUntil;
+      if (draft) draft.validUntil = event.validUntil;
     }
     if (event.op === 'release' && event.phase === 'invoke' && event.token) {
       const draft = drafts.get(event.token);
@@ -161,7 +167,10 @@ function holder(hold: Hold): string {
 function checkValidity(events: readonly HistoryEvent[], holds: readonly Hold[], slackMs: number, out: Violation[]): void {
   const okEvents = new Map(events.filter((e) => e.op === 'acquire' && e.phase === 'ok').map((e) => [e.token!, e]));
   for (const hold of holds) {
-    if (hold.validUntil <= hold.okAt) {
+    // What the acquire itself promised: extends after it are judged by checkExtensions.
+    const ok = okEvents.get(hold.token)!;
+    const granted = ok.validUntil!;
+    if (granted <= hold.okAt) {
       // (remainingMs() stops at 0, so how long ago it ran out is not known: no excess check either.)
       out.push({
         kind: 'no-validity',
@@ -171,20 +180,53 @@ function checkValidity(events: readonly HistoryEvent[], holds: readonly Hold[], 
       });
       continue;
     }
-    const ok = okEvents.get(hold.token)!;
     if (!ok.single || hold.invokedAt === undefined || ok.ttl === undefined) continue;
     // validUntil = start + ttl - (end - start) - drift, with invoke <= start and end <= ok.
     const drift = Math.round(ok.ttl * (ok.driftFactor ?? 0.01)) + 2;
     const elapsed = hold.okAt - hold.invokedAt;
     const bound = hold.invokedAt + nsFromMs(ok.ttl - drift) - elapsed + nsFromMs(slackMs);
-    if (hold.validUntil > bound) {
+    if (granted > bound) {
       out.push({
         kind: 'validity-excess',
         resource: hold.resource,
         at: hold.okAt,
         message:
           `${holder(hold)}: a ${ok.ttl} ms lock taken in ${ms(elapsed).toFixed(1)} ms promised validity until ` +
-          `${ms(hold.validUntil - hold.invokedAt).toFixed(1)} ms after the call, more than ttl - drift - elapsed allows`,
+          `${ms(granted - hold.invokedAt).toFixed(1)} ms after the call, more than ttl - drift - elapsed allows`,
+      });
+    }
+  }
+}
+
+/**
+ * A master may have applied an extend of ttl as soon as the call began, and then drops the key
+ * ttl later: whatever the round's verdict, the lock may claim at most start + ttl - drift. The
+ * call began before its ok / fail event at `t`, so a claim beyond t + ttl - drift is surely too
+ * long (loose by the call's own duration, so that scheduling noise cannot trip it). The old
+ * deadline kept after a failed extend with a shorter ttl is the case this catches.
+ */
+function checkExtensions(events: readonly HistoryEvent[], out: Violation[]): void {
+  const driftFactors = new Map<string, number>();
+  const ttls = new Map<string, number>();
+  for (const event of events) {
+    if (event.op === 'acquire' && event.phase === 'ok' && event.token) driftFactors.set(event.token, event.driftFactor ?? 0.01);
+    if (event.op !== 'extend' || !event.id) continue;
+    if (event.phase === 'invoke' && event.ttl !== undefined) ttls.set(event.id, event.ttl);
+    if ((event.phase !== 'ok' && event.phase !== 'fail') || event.validUntil === undefined || !event.token) continue;
+    const ttl = ttls.get(event.id);
+    if (ttl === undefined) continue;
+    const drift = Math.round(ttl * (driftFactors.get(event.token) ?? 0.01)) + 2;
+    const bound = event.t + nsFromMs(ttl - drift);
+    // A deadline already behind the event claims nothing (a lost lock says only "over by now").
+    if (event.validUntil > event.t && event.validUntil > bound) {
+      out.push({
+        kind: 'validity-excess',
+        resource: event.resource ?? '',
+        at: event.t,
+        message:
+          `${event.proc}/${event.worker} (token ${event.token.slice(0, 8)}): after ${event.phase === 'ok' ? 'an' : 'a failed'} extend ` +
+          `with ttl ${ttl} ms the lock still claimed ${ms(event.validUntil - event.t).toFixed(1)} ms, more than ttl - drift allows` +
+          (event.code ? ` (${event.code})` : ''),
       });
     }
   }

@@ -32,6 +32,8 @@ export type Op =
   | 'fault'
   /** A master a worker's engine put in restart quarantine. */
   | 'quarantine'
+  /** What a worker's engine said through its logger (note: the message). */
+  | 'warning'
   /** The store's final state for one resource, recorded once at the end. */
   | 'final';
 
@@ -49,7 +51,10 @@ export interface HistoryEvent {
   /** The lock's token: identifies one holder (one successful acquisition). */
   token?: string;
   fence?: number;
-  /** acquire / extend ok: until when the lock may be relied on, on the shared clock. */
+  /**
+   * acquire ok, extend ok or fail: until when the lock may be relied on, on the shared clock, as
+   * the lock itself said right after the call.
+   */
   validUntil?: bigint;
   ttl?: number;
   driftFactor?: number;

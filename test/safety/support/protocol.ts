@@ -47,6 +47,13 @@ export interface WorkerConfig {
   pauseMs?: number;
   /** Extend the lock once per cycle, before the write. */
   extend?: boolean;
+  /**
+   * Instead: extend 1 to `extendsPerCycle` times per cycle before the write, each time with a ttl
+   * picked from this list (shorter or longer than what is left), working holdMs between them.
+   */
+  extendTtls?: number[];
+  /** Default 3. */
+  extendsPerCycle?: number;
   /** Write the unfenced counter only with at least this much validity left (default max(ttl/4, 100)). */
   writeMarginMs?: number;
   /** Before one operation per cycle, have the test lose that operation's reply on one master. */

@@ -16,14 +16,14 @@ export interface ScenarioFixture {
   start(spec: ScenarioSpec): SafetyRun;
 }
 
-/** One fleet per scenario file (behind proxies if asked) and the run using it, all torn down after the file. */
-export function scenarioFixture({ proxied = false }: { proxied?: boolean } = {}): ScenarioFixture {
+/** One fleet per scenario file (5 masters unless told, behind proxies if asked) and the run using it, all torn down after the file. */
+export function scenarioFixture({ proxied = false, masters = 5 }: { proxied?: boolean; masters?: number } = {}): ScenarioFixture {
   let fleet: RedisFleet | undefined;
   let proxies: TcpProxy[] = [];
   let direct: Redis[] = [];
   let run: SafetyRun | undefined;
   beforeAll(async () => {
-    fleet = await RedisFleet.start(5);
+    fleet = await RedisFleet.start(masters);
     if (!proxied) return;
     proxies = await Promise.all(fleet.nodes.map((node) => TcpProxy.start({ host: node.host, port: node.port })));
     direct = await connectMasters(fleet.urls());

@@ -9,61 +9,9 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
 import { autoExtend, Redlock, RedlockError, type Lock, type QuarantineNotice } from '../../../lib/core/index.js';
 import { connectMasters, disconnectAll } from '../../support/masters.js';
-import type { StoreReply, StoreRequest } from './fenced-store.js';
-import { now, nsFromMs, type HistoryEvent } from './history.js';
-import type { ChildMessage, LoseReplyRequest, ParentMessage, WorkerConfig } from './protocol.js';
-
-const config = JSON.parse(process.argv[2]!) as WorkerConfig;
-const { proc } = config;
-
-// ---------------------------------------------------------------- talking to the test process
-
-function send(message: ChildMessage): void {
-  if (process.connected) process.send!(message);
-}
-
-const pending: HistoryEvent[] = [];
-let flushQueued = false;
-
-function record(event: Omit<HistoryEvent, 'proc' | 't'> & { t?: bigint }): void {
-  pending.push({ proc, t: event.t ?? now(), ...event });
-  if (!flushQueued) {
-    flushQueued = true;
-    setImmediate(flush);
-  }
-}
-
-function flush(): void {
-  flushQueued = false;
-  if (pending.length > 0) send({ type: 'events', events: pending.splice(0) });
-}
-
-let requestIds = 0;
-const replies = new Map<number, (body: StoreReply | null) => void>();
-
-function ask(kind: 'store', body: StoreRequest): Promise<StoreReply>;
-function ask(kind: 'lose-reply' | 'restore', body: LoseReplyRequest): Promise<null>;
-function ask(kind: 'store' | 'lose-reply' | 'restore', body: StoreRequest | LoseReplyRequest): Promise<StoreReply | null> {
-  const id = ++requestIds;
-  send({ type: 'request', id, kind, body } as ChildMessage);
-  return new Promise((resolve) => replies.set(id, resolve));
-}
-
-const stopping = new AbortController();
-const goListeners = new Set<(at: bigint, episode: number) => void>();
-
-process.on('message', (message: ParentMessage) => {
-  if (message.type === 'reply') {
-    replies.get(message.id)?.(message.body);
-    replies.delete(message.id);
-  } else if (message.type === 'stop') {
-    stopping.abort(new Error('stopped by the test'));
-  } else if (message.type === 'go') {
-    for (const listener of goListeners) listener(message.at, message.episode);
-  }
-});
-// The test process went away: nothing left to report to.
-process.on('disconnect', () => process.exit());
+import { now, nsFromMs } from './history.js';
+import type { ChildMessage, LoseReplyRequest } from './protocol.js';
+import { ask, config, flush, goListeners, proc, record, send, stopping } from './worker-ipc.js';
 
 // ---------------------------------------------------------------- engines
 
@@ -76,7 +24,9 @@ const engines: Engine[] = [];
 
 async function newEngine(): Promise<Engine> {
   const clients = await connectMasters(config.urls);
-  const redlock = new Redlock(clients, { ...config.engine, logger: { warn: () => {} } });
+  // Warnings go into the history: a scenario can check what the engine told its operator.
+  const logger = { warn: (message: string) => record({ worker: -1, op: 'warning', phase: 'ok', note: message.slice(0, 400) }) };
+  const redlock = new Redlock(clients, { ...config.engine, logger });
   redlock.on('quarantine', (notice: QuarantineNotice) =>
     record({ worker: -1, op: 'quarantine', phase: 'ok', note: `${notice.node} ${notice.reason} ${Math.round(notice.remainingMs)} ms` }),
   );
@@ -103,6 +53,22 @@ function messageOf(error: unknown): string {
 function validUntil(lock: Lock): bigint {
   const remaining = lock.remainingMs();
   return now() + nsFromMs(remaining);
+}
+
+/**
+ * The lock's deadline after an extend of `ttl` invoked at `invokedAt`, when it was `before`.
+ * While the lock says it has time left, that is its deadline. At 0 it says only that the
+ * deadline has passed, not when (perhaps well before a busy event loop got round to the reply):
+ * then the earliest of now, the old deadline and invoke + ttl stands in for it. No master drops
+ * our key before the earlier of the last two, so no other holder can exist before this time, and
+ * nobody relied on the lock between the call and now.
+ */
+function validUntilAfterExtend(lock: Lock, invokedAt: bigint, ttl: number, before: bigint): bigint {
+  const remaining = lock.remainingMs();
+  const at = now();
+  if (remaining > 0) return at + nsFromMs(remaining);
+  const bound = invokedAt + nsFromMs(ttl);
+  return [at, before, bound].reduce((a, b) => (b < a ? b : a));
 }
 
 let cycles = 0;
@@ -190,15 +156,34 @@ async function readModifyWrite(cycle: Cycle, lock: Lock, beforeWrite?: () => Pro
   await storeOp(cycle, lock, 'write', { value: read.value + 1, ...(trusted ? { plain: read.plain + 1 } : {}) });
 }
 
-async function extend(cycle: Cycle, lock: Lock): Promise<void> {
-  const { worker, resource, ttl } = cycle;
-  const id = `${cycle.id}:extend`;
-  record({ worker, op: 'extend', phase: 'invoke', id, resource, token: lock.token, ttl });
+let extendIds = 0;
+
+/** One extend; ok or failed, the deadline the lock claims afterwards goes into the history. */
+async function extend(cycle: Cycle, lock: Lock, ttl = cycle.ttl): Promise<void> {
+  const { worker, resource } = cycle;
+  const id = `${cycle.id}:extend:${++extendIds}`;
+  const invokedAt = now();
+  const before = invokedAt + nsFromMs(lock.remainingMs());
+  record({ worker, op: 'extend', phase: 'invoke', id, resource, token: lock.token, ttl, t: invokedAt });
   try {
     await lock.extend(ttl);
-    record({ worker, op: 'extend', phase: 'ok', id, resource, token: lock.token, validUntil: validUntil(lock) });
+    const until = validUntilAfterExtend(lock, invokedAt, ttl, before);
+    record({ worker, op: 'extend', phase: 'ok', id, resource, token: lock.token, ttl, validUntil: until });
   } catch (error) {
-    record({ worker, op: 'extend', phase: 'fail', id, resource, token: lock.token, code: codeOf(error), error: messageOf(error) });
+    const until = validUntilAfterExtend(lock, invokedAt, ttl, before);
+    record({ worker, op: 'extend', phase: 'fail', id, resource, token: lock.token, ttl, validUntil: until, code: codeOf(error), error: messageOf(error) });
+  }
+}
+
+/**
+ * With `extendTtls`: a few extends with random ttls, working in between, as long as the lock
+ * says it still holds; a careful client stops working on a lock that says it is gone.
+ */
+async function extendSeveral(cycle: Cycle, lock: Lock): Promise<void> {
+  const times = 1 + Math.floor(Math.random() * (config.extendsPerCycle ?? 3));
+  for (let i = 0; i < times && lock.remainingMs() > 0; i++) {
+    await extend(cycle, lock, pick(config.extendTtls!));
+    if (lock.remainingMs() > 0 && config.holdMs) await sleep(random(config.holdMs));
   }
 }
 
@@ -251,7 +236,12 @@ async function loopCycle(engine: Engine, worker: number, resource: string): Prom
   const lock = await lossy('acquire', turn, () => acquire(engine, cycle));
   if (!lock) return false;
   try {
-    await readModifyWrite(cycle, lock, config.extend ? () => lossy('extend', turn, () => extend(cycle, lock)) : undefined);
+    const extending = config.extendTtls
+      ? () => extendSeveral(cycle, lock)
+      : config.extend
+        ? () => lossy('extend', turn, () => extend(cycle, lock))
+        : undefined;
+    await readModifyWrite(cycle, lock, extending);
   } finally {
     await lossy('release', turn, () => release(cycle, lock));
   }
