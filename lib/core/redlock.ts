@@ -414,7 +414,8 @@ export class Redlock extends EventEmitter implements LockEngine {
    * re-sent as EVAL behind whatever was queued meanwhile. So behind a scripted acquire still
    * in flight (`scriptRound`), the release waits for it, or it could run first and leave the
    * late acquire's key behind. Takes are plain SETs or EVALs, which are never re-sent: a
-   * release goes out at once behind them, and the next take on that master does not queue
+   * release goes out at once behind them (behind their master's identification when they wait
+   * for it), and the next take on that master does not queue
    * behind a late release.
    */
   private releaseKeys(
@@ -429,7 +430,10 @@ export class Redlock extends EventEmitter implements LockEngine {
     const release = (node: RedisNode) => node.free(request);
     return this.round(ttlMs, grantedIfPositive, (node, index) => {
       const pending = inFlight(scriptRound, index);
-      return pending ? pending.then(() => release(node)) : release(node);
+      if (pending) return pending.then(() => release(node));
+      // A take still waiting to learn who its master is has not been sent: go out behind it.
+      const admission = this.#admission.pending(node);
+      return admission ? admission.then(() => release(node), () => release(node)) : release(node);
     });
   }
 

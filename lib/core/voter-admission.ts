@@ -20,6 +20,8 @@ export class VoterAdmission {
   /** Which node speaks for each server (run_id). */
   readonly #claims = new Map<string, RedisNode>();
   readonly #duplicateOf = new Map<RedisNode, RedisNode>();
+  /** Per node whose connection has not said who it is yet: the one admission all its requests wait for. */
+  readonly #admitting = new Map<RedisNode, Promise<void>>();
 
   constructor(
     private readonly nodes: readonly RedisNode[],
@@ -33,8 +35,24 @@ export class VoterAdmission {
    */
   admit(node: RedisNode): Promise<void> | undefined {
     const uptime = node.uptimeMs();
-    if (uptime === undefined) return this.identify(node).then(() => this.#judge(node, node.uptimeMs()!));
-    return this.#judge(node, uptime);
+    if (uptime !== undefined) return this.#judge(node, uptime);
+    let admission = this.#admitting.get(node);
+    if (!admission) {
+      admission = this.identify(node).then(() => this.#judge(node, node.uptimeMs()!));
+      this.#admitting.set(node, admission);
+      const done = () => void this.#admitting.delete(node);
+      admission.then(done, done);
+    }
+    return admission;
+  }
+
+  /**
+   * The admission `node`'s requests are waiting for, if any. A request that must not overtake
+   * them on the connection (a release behind a take) is sent from a callback on this same
+   * promise: callbacks run in the order they were added, so it goes out right behind them.
+   */
+  pending(node: RedisNode): Promise<void> | undefined {
+    return this.#admitting.get(node);
   }
 
   /** Reads who the server behind `node` is, if its connection has not said so yet. */
