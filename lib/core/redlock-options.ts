@@ -249,8 +249,16 @@ function checkDelay(argument: string, value: unknown): void {
   }
 }
 
+/** Per-call options: an object, and a signal that is one (a look-alike would fail in a timer later). */
+export function checkCallOptions(options: { signal?: AbortSignal } | null): void {
+  if (options === null || typeof options !== 'object') {
+    throw new InvalidArgumentError('options', options, 'expected an object of acquire options');
+  }
+  checkSignal(options.signal);
+}
+
 /** An AbortSignal, or anything that behaves as one (a signal of another realm or a polyfill). */
-export function checkSignal(signal: unknown): AbortSignal | undefined {
+function checkSignal(signal: unknown): AbortSignal | undefined {
   if (signal === undefined) return undefined;
   const candidate = signal as Partial<AbortSignal> | null;
   const usable =

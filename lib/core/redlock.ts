@@ -27,8 +27,8 @@ import { RestartQuarantine, type QuarantineNotice } from './restart-quarantine.j
 import { VoterAdmission, type DuplicateMaster } from './voter-admission.js';
 import { Waiter } from './waiter.js';
 import {
+  checkCallOptions,
   checkResources,
-  checkSignal,
   checkTtl,
   nodeTimeoutMs,
   resolveOptions,
@@ -254,21 +254,8 @@ export class Redlock extends EventEmitter implements LockEngine {
    * that do not answer are skipped. The engine never counts a duplicate's votes anyway; this
    * turns the mistake into a startup error (the Nest module calls it at bootstrap).
    */
-  async verifyMasters(): Promise<void> {
-    await Promise.all(this.nodes.map((node) => this.#admission.identify(node).catch(() => {})));
-    const [duplicate] = this.#admission.duplicates();
-    if (duplicate) {
-      // Named in list order, whichever of the two answered first and keeps the vote.
-      const [first, second] = [
-        { index: duplicate.index, name: duplicate.node },
-        { index: duplicate.sameAsIndex, name: duplicate.sameAs },
-      ].sort((a, b) => a.index - b.index);
-      throw new InvalidArgumentError(
-        `clients[${second!.index}]`,
-        second!.name,
-        `the same server (run_id) as clients[${first!.index}] (${first!.name}); list every master once`,
-      );
-    }
+  verifyMasters(): Promise<void> {
+    return this.#admission.verify();
   }
 
   /** Locks acquired through this instance, not released and still valid. */
@@ -469,14 +456,6 @@ export class Redlock extends EventEmitter implements LockEngine {
     );
     this.emit('quarantine', notice);
   }
-}
-
-/** Per-call options: an object, and a signal that is one (a look-alike would fail in a timer later). */
-function checkCallOptions(options: AcquireOptions | null): void {
-  if (options === null || typeof options !== 'object') {
-    throw new InvalidArgumentError('options', options, 'expected an object of acquire options');
-  }
-  checkSignal(options.signal);
 }
 
 interface Acquisition {

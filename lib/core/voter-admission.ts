@@ -1,4 +1,5 @@
-import { RestartQuarantine } from './restart-quarantine.js';
+import { InvalidArgumentError } from './errors.js';
+import type { RestartQuarantine } from './restart-quarantine.js';
 import { NodeDuplicateError, type RedisNode } from './redis-node.js';
 
 /** A master listed twice: `node` reaches the same server (same run_id) as `sameAs`. */
@@ -63,9 +64,21 @@ export class VoterAdmission {
     );
   }
 
-  /** Masters found to be another name for a master listed earlier, as far as known now. */
-  duplicates(): DuplicateMaster[] {
-    return [...this.#duplicateOf].map(([node, original]) => this.#describe(node, original));
+  /**
+   * Identifies every master that answers, then rejects with InvalidArgumentError if two names
+   * reach one server. Masters that do not answer are skipped.
+   */
+  async verify(): Promise<void> {
+    await Promise.all(this.nodes.map((node) => this.identify(node).catch(() => {})));
+    const [pair] = this.#duplicateOf;
+    if (!pair) return;
+    // Named in list order, whichever of the two answered first and keeps the vote.
+    const [first, second] = pair.map((node) => ({ index: this.nodes.indexOf(node), name: node.name })).sort((a, b) => a.index - b.index);
+    throw new InvalidArgumentError(
+      `clients[${second!.index}]`,
+      second!.name,
+      `the same server (run_id) as clients[${first!.index}] (${first!.name}); list every master once`,
+    );
   }
 
   #judge(node: RedisNode, uptimeMs: number): Promise<void> | undefined {

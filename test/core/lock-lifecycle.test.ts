@@ -198,8 +198,12 @@ describe('acquire and tryAcquire', () => {
     expect(await sleeping.catch((e) => e)).toBeInstanceOf(AcquireAbortedError);
     // The sleeper's queue entry goes with it, and the holder's keys are untouched.
     await expect.poll(() => clients[0]!.hlen('redlock-queue:abort-asleep'), { interval: 10 }).toBe(0);
-    // Polled: the holder's engine settled at a quorum, and the third master may still be setting its key.
-    await expect.poll(() => Promise.all(clients.map((c) => c.get('redlock:abort-asleep')))).toEqual([holder.token, holder.token, holder.token]);
+    // The holder's engine settled at a quorum: a lagging master may have been taken by the sleeper's
+    // first round meanwhile (then freed again), so a quorum holds the holder's token and no master
+    // holds anyone else's.
+    const values = await Promise.all(clients.map((c) => c.get('redlock:abort-asleep')));
+    expect(values.filter((value) => value === holder.token).length).toBeGreaterThanOrEqual(2);
+    expect(values.filter((value) => value !== holder.token && value !== null)).toEqual([]);
     await holder.release();
   });
 
