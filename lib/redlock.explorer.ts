@@ -1,13 +1,14 @@
 import { Injectable, type OnModuleInit } from '@nestjs/common';
 import { DiscoveryService, MetadataScanner } from '@nestjs/core';
-import { CONTROLLER_WATERMARK } from '@nestjs/common/constants.js';
-import type { InstanceWrapper } from '@nestjs/core/injector/instance-wrapper.js';
 import { Redlock } from './core/redlock.js';
 import { LockPlanner, type LockPlan } from './lock-plan.js';
 import { observeLocked, runLocked } from './locked-call.js';
 import { RedisConnections } from './redis-connections.js';
 import { RedlockConfigError } from './redlock-config.error.js';
 import { RouteArgs } from './route-args.js';
+
+/** Nest's wrapper of a provider or controller, as its public DiscoveryService hands it out. */
+type InstanceWrapper = ReturnType<DiscoveryService['getProviders']>[number];
 
 /** Set by @MessagePattern / @EventPattern (@nestjs/microservices, not a dependency). */
 const MESSAGE_PATTERN_METADATA = 'microservices:pattern';
@@ -38,8 +39,11 @@ export class RedlockExplorer implements OnModuleInit {
   async onModuleInit(): Promise<void> {
     try {
       this.checkSingleModule();
-      for (const wrapper of this.discovery.getControllers()) this.checkController(wrapper);
-      for (const wrapper of this.discovery.getProviders()) this.wrapProvider(wrapper);
+      const controllers = this.discovery.getControllers();
+      for (const wrapper of controllers) this.checkController(wrapper);
+      // A controller class also listed as a provider is dispatched (and locked) by the interceptor.
+      const controllerClasses = new Set<unknown>(controllers.map((wrapper) => wrapper.metatype));
+      for (const wrapper of this.discovery.getProviders()) this.wrapProvider(wrapper, controllerClasses);
     } catch (error) {
       // Bootstrap stops here, and nobody will call the shutdown hooks that would close these.
       this.redlock.close();
@@ -88,12 +92,12 @@ export class RedlockExplorer implements OnModuleInit {
     }
   }
 
-  private wrapProvider(wrapper: InstanceWrapper): void {
+  private wrapProvider(wrapper: InstanceWrapper, controllerClasses: ReadonlySet<unknown>): void {
     // Request-scoped and transient providers have a prototype-only placeholder here.
     const instance = wrapper.instance as Record<string, unknown> | undefined;
     if (!instance || typeof instance !== 'object') return;
     const prototype = Object.getPrototypeOf(instance) as object | null;
-    if (!prototype || Reflect.getMetadata(CONTROLLER_WATERMARK, instance.constructor)) return;
+    if (!prototype || controllerClasses.has(instance.constructor)) return;
     for (const name of this.scanner.getAllMethodNames(prototype)) {
       const method = instance[name];
       if (typeof method !== 'function') continue;
