@@ -16,4 +16,5 @@ export {
 } from './errors.js';
 export type { QuarantineNotice } from './restart-quarantine.js';
 export type { DuplicateMaster } from './voter-admission.js';
+export type { MasterHealth, MastersHealth } from './master-health.js';
 export { nextFence } from './fence.js';

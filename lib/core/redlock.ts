@@ -6,6 +6,7 @@ import { AcquireAbortedError, ExtensionLimitError, InvalidArgumentError, LockHel
 import { Lock, type LockEngine, type ReleaseResult } from './lock.js';
 import { currentScope, LockSession } from './lock-session.js';
 import { nextFence } from './fence.js';
+import { probeMaster, type MastersHealth } from './master-health.js';
 import {
   ACQUIRE_SCRIPT,
   EXTEND_SCRIPT,
@@ -256,6 +257,17 @@ export class Redlock extends EventEmitter implements LockEngine {
    */
   verifyMasters(): Promise<void> {
     return this.#admission.verify();
+  }
+
+  /**
+   * Whether a lock could be granted now, and what each master looks like (reachable, round trip,
+   * restart quarantine, duplicate): for health checks. Writes no lock key; `timeoutMs` bounds
+   * each PING (default 1000).
+   */
+  async checkMasters(timeoutMs = 1_000): Promise<MastersHealth> {
+    const masters = await Promise.all(this.nodes.map((node) => probeMaster(node, this.#admission, timeoutMs)));
+    const voting = masters.filter((master) => master.votes).length;
+    return { quorum: this.quorum, voting, available: voting >= this.quorum, masters };
   }
 
   /** Locks acquired through this instance, not released and still valid. */

@@ -1,0 +1,2 @@
+export { RedlockHealthIndicator, type RedlockHealthOptions } from './redlock.health.js';
+export type { MasterHealth, MastersHealth } from '../core/master-health.js';

@@ -1,0 +1,56 @@
+import { Injectable } from '@nestjs/common';
+import { HealthIndicatorService } from '@nestjs/terminus';
+import type { MasterHealth } from '../core/master-health.js';
+import { Redlock } from '../core/redlock.js';
+
+export interface RedlockHealthOptions {
+  /** How long each master's PING may take, in ms. Default 1000. */
+  timeoutMs?: number;
+}
+
+/**
+ * A @nestjs/terminus health indicator: `up` while a quorum of masters can vote now, `down`
+ * otherwise, with what each master looks like (reachable, round trip, restart quarantine and for
+ * how long, last error; never credentials). It takes no lock and writes no key.
+ *
+ * ```ts
+ * @Controller('health')
+ * class HealthController {
+ *   constructor(private readonly health: HealthCheckService, private readonly redlock: RedlockHealthIndicator) {}
+ *   @Get() @HealthCheck() check() { return this.health.check([() => this.redlock.isHealthy()]); }
+ * }
+ * // in the module: imports: [TerminusModule], providers: [RedlockHealthIndicator]
+ * ```
+ */
+@Injectable()
+export class RedlockHealthIndicator {
+  constructor(
+    private readonly redlock: Redlock,
+    private readonly indicators: HealthIndicatorService,
+  ) {}
+
+  async isHealthy<const Key extends string = 'redlock'>(key: Key = 'redlock' as Key, options: RedlockHealthOptions = {}) {
+    const report = await this.redlock.checkMasters(options.timeoutMs);
+    const session = this.indicators.check(key);
+    const data = { quorum: report.quorum, voting: report.voting, masters: byName(report.masters) };
+    if (report.available) return session.up(data);
+    return session.down({ ...data, message: whyDown(report.quorum, report.masters) });
+  }
+}
+
+function byName(masters: readonly MasterHealth[]): Record<string, Omit<MasterHealth, 'node'>> {
+  return Object.fromEntries(masters.map(({ node, ...rest }) => [node, rest]));
+}
+
+function whyDown(quorum: number, masters: readonly MasterHealth[]): string {
+  const unreachable = masters.filter((master) => !master.reachable).length;
+  const quarantined = masters.filter((master) => master.quarantinedForMs !== undefined);
+  const voting = masters.filter((master) => master.votes).length;
+  let why = `${voting} of ${masters.length} masters can vote, a lock needs ${quorum}`;
+  if (unreachable) why += `; ${unreachable} unreachable`;
+  if (quarantined.length) {
+    const longest = Math.max(...quarantined.map((master) => master.quarantinedForMs!));
+    why += `; ${quarantined.length} in restart quarantine (recently restarted), the last for ${longest} ms more`;
+  }
+  return why;
+}
