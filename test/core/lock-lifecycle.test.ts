@@ -150,6 +150,8 @@ describe('acquire and tryAcquire', () => {
     const holder = await redlock.acquire('wait', 5_000);
     // Another process: a caller of this one would be handed the holder's lock without the masters.
     const otherProcess = new Redlock(clients, FRESH_FLEET);
+    // Identified before its first round, so its takes all go out at once, as a long-lived engine's do.
+    await otherProcess.verifyMasters();
     const waiting = otherProcess.acquire('wait', 5_000, { waitTimeoutMs: 20_000 });
     await holder.release();
     const lock = await waiting;
@@ -164,6 +166,8 @@ describe('acquire and tryAcquire', () => {
   it('gives up after the wait budget with the held error', async () => {
     const holder = await redlock.acquire('budget', 5_000);
     const otherProcess = new Redlock(clients, FRESH_FLEET);
+    // Identified before its first round, so its takes all go out at once, as a long-lived engine's do.
+    await otherProcess.verifyMasters();
     const error = await otherProcess.acquire('budget', 5_000, { waitTimeoutMs: 150 }).catch((e) => e);
     expect(error).toBeInstanceOf(LockHeldError);
     expect(error.attempts).toBeGreaterThan(1);
@@ -184,6 +188,8 @@ describe('acquire and tryAcquire', () => {
 
   it('stops waiting when its AbortSignal fires while it sleeps for a release, or while in the local line', async () => {
     const otherProcess = new Redlock(clients, FRESH_FLEET);
+    // Identified before its first round, so its takes all go out at once, as a long-lived engine's do.
+    await otherProcess.verifyMasters();
     // Held for a minute: a waiter deaf to its signal would sleep past the test's timeout.
     const holder = await otherProcess.acquire('abort-asleep', 60_000);
     const sleeper = new AbortController();
@@ -216,6 +222,8 @@ describe('acquire and tryAcquire', () => {
 
   it('uses the configured key prefix', async () => {
     const prefixed = new Redlock(clients, { ...FRESH_FLEET, keyPrefix: 'app:locks:' });
+    // Identified before its first round, so its takes all go out at once, as a long-lived engine's do.
+    await prefixed.verifyMasters();
     const lock = await prefixed.acquire('order:1', 5_000);
     expect(lock.keys).toEqual(['app:locks:order:1']);
     // Polled: granted at a quorum, master 1 may still be setting its key.

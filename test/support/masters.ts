@@ -52,7 +52,10 @@ export const FRESH_FLEET = { restartQuarantineMs: false } as const;
 export async function separateEngine(urls: readonly string[], opened: Redis[]): Promise<{ redlock: Redlock; clients: Redis[] }> {
   const clients = await connectMasters(urls);
   opened.push(...clients);
-  return { redlock: new Redlock(clients, FRESH_FLEET), clients };
+  const redlock = new Redlock(clients, FRESH_FLEET);
+  // Identified before its first round, so its takes all go out at once, as a long-lived engine's do.
+  await redlock.verifyMasters();
+  return { redlock, clients };
 }
 
 /**
