@@ -27,7 +27,10 @@ afterAll(async () => {
 async function engine(options: ConstructorParameters<typeof Redlock>[1] = {}): Promise<{ redlock: Redlock; clients: Redis[] }> {
   const clients = await connectMasters(fleet.urls());
   opened.push(...clients);
-  return { redlock: new Redlock(clients, { logger: { warn: () => {} }, ...options }), clients };
+  const redlock = new Redlock(clients, { logger: { warn: () => {} }, ...options });
+  // Identified before its first round (identity only: the quarantine still judges each vote).
+  await redlock.verifyMasters();
+  return { redlock, clients };
 }
 
 describe('fencing tokens', () => {

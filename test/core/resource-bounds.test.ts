@@ -23,7 +23,9 @@ afterAll(async () => {
 async function engine(options: { maxResources?: number } = {}): Promise<{ redlock: Redlock; clients: Redis[] }> {
   const clients = await connectMasters(fleet.urls(), { enableAutoPipelining: true });
   opened.push(...clients);
-  return { redlock: new Redlock(clients, { ...FRESH_FLEET, ...options }), clients };
+  const redlock = new Redlock(clients, { ...FRESH_FLEET, ...options });
+  await redlock.verifyMasters();
+  return { redlock, clients };
 }
 
 const many = (n: number, prefix: string) => Array.from({ length: n }, (_, i) => `${prefix}:${i}`);
