@@ -145,14 +145,15 @@ export class Lock {
   }
 
   /**
-   * @internal Called by the engine after an extension that failed but may have reached some
-   * masters: a shorter ttl may now stand on them, so only the earlier of the two deadlines is
-   * certain. Fires the signal when that has already passed.
+   * @internal Called by the engine for an extension to `ttlMs` that may have reached some masters
+   * (from the moment it is sent, and again if it fails): a shorter ttl may now stand on them, so
+   * only the earlier of the two deadlines is certain. Fires the signal when that has passed.
    */
-  narrowed(deadline: number, why: string): void {
+  narrowed(deadline: number, ttlMs: number): void {
     if (deadline >= this.#deadline) return;
     this.#deadline = deadline;
     if (deadline <= monotonicNow()) {
+      const why = `an extension to ${ttlMs} ms may have shortened the lock on some masters`;
       this.markLost(new LockLostError(this.resources, why));
     } else if (this.#lost && !this.#lost.signal.aborted) {
       this.#armDeadline();

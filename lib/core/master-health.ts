@@ -28,8 +28,20 @@ export interface MastersHealth {
   readonly masters: readonly MasterHealth[];
 }
 
+/** Every master probed at once, and whether their votes would make a quorum now. */
+export async function checkMasters(
+  nodes: readonly RedisNode[],
+  admission: VoterAdmission,
+  quorum: number,
+  timeoutMs: number,
+): Promise<MastersHealth> {
+  const masters = await Promise.all(nodes.map((node) => probeMaster(node, admission, timeoutMs)));
+  const voting = masters.filter((master) => master.votes).length;
+  return { quorum, voting, available: voting >= quorum, masters };
+}
+
 /** PINGs a master and asks the engine's admission whether its vote would count now. */
-export async function probeMaster(node: RedisNode, admission: VoterAdmission, timeoutMs: number): Promise<MasterHealth> {
+async function probeMaster(node: RedisNode, admission: VoterAdmission, timeoutMs: number): Promise<MasterHealth> {
   const start = monotonicNow();
   let timer: NodeJS.Timeout | undefined;
   try {

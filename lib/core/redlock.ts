@@ -6,7 +6,7 @@ import { AcquireAbortedError, ExtensionLimitError, InvalidArgumentError, LockHel
 import { Lock, type LockEngine, type ReleaseResult } from './lock.js';
 import { currentScope, LockSession } from './lock-session.js';
 import { nextFence } from './fence.js';
-import { probeMaster, type MastersHealth } from './master-health.js';
+import { checkMasters, type MastersHealth } from './master-health.js';
 import {
   ACQUIRE_SCRIPT,
   EXTEND_SCRIPT,
@@ -264,10 +264,8 @@ export class Redlock extends EventEmitter implements LockEngine {
    * restart quarantine, duplicate): for health checks. Writes no lock key; `timeoutMs` bounds
    * each PING (default 1000).
    */
-  async checkMasters(timeoutMs = 1_000): Promise<MastersHealth> {
-    const masters = await Promise.all(this.nodes.map((node) => probeMaster(node, this.#admission, timeoutMs)));
-    const voting = masters.filter((master) => master.votes).length;
-    return { quorum: this.quorum, voting, available: voting >= this.quorum, masters };
+  checkMasters(timeoutMs = 1_000): Promise<MastersHealth> {
+    return checkMasters(this.nodes, this.#admission, this.quorum, timeoutMs);
   }
 
   /** Locks acquired through this instance, not released and still valid. */
@@ -307,8 +305,7 @@ export class Redlock extends EventEmitter implements LockEngine {
     const start = monotonicNow();
     // From the moment it is sent, a master may apply the new ttl, shorter than the old one perhaps:
     // until the round says more, the lock may rely only on the earlier of the two deadlines.
-    const shortened = `an extension to ${ttlMs} ms may have shortened the lock on some masters`;
-    lock.narrowed(start + validityLeftMs(ttlMs, start, start, this.options.driftFactor), shortened);
+    lock.narrowed(start + validityLeftMs(ttlMs, start, start, this.options.driftFactor), ttlMs);
     const args = [lock.token, ttlMs];
     const round = await this.round(ttlMs, grantedIfOne, this.vote((node) => node.run(EXTEND_SCRIPT, lock.keys, args)));
     const end = monotonicNow();
@@ -319,7 +316,7 @@ export class Redlock extends EventEmitter implements LockEngine {
     }
     // Failed, but any master that got the request may hold the new ttl: what every outcome leaves
     // true is the earlier deadline, counted as for a success.
-    if (round.outcomes.some((outcome) => outcome.status !== 'quarantined')) lock.narrowed(end + left, shortened);
+    if (round.outcomes.some((outcome) => outcome.status !== 'quarantined')) lock.narrowed(end + left, ttlMs);
     const failure = roundFailure(lock.resources, round, this.quorum, left, 0);
     if (failure.error instanceof LockHeldError) {
       const lost = new LockLostError(lock.resources, 'a majority of masters no longer holds this lock', round.outcomes);
