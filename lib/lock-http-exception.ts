@@ -16,10 +16,14 @@ export function lockHttpException(error: RedlockError): HttpException | undefine
   return undefined;
 }
 
-/** Sets `Retry-After` for a 409 through the HTTP adapter, so Express and Fastify both get it. */
+/**
+ * Sets `Retry-After` through the HTTP adapter, so Express and Fastify both get it: on a 409, and
+ * on a 503 whose masters are in restart quarantine (they vote again at a known time).
+ */
 export function setRetryAfter(exception: HttpException, response: unknown, adapterHost?: HttpAdapterHost): void {
-  if (!(exception instanceof LockConflictException)) return;
-  const value = String(exception.retryAfterSeconds);
+  const seconds = exception instanceof LockConflictException || exception instanceof LockUnavailableException ? exception.retryAfterSeconds : undefined;
+  if (seconds === undefined) return;
+  const value = String(seconds);
   const adapter = adapterHost?.httpAdapter;
   if (adapter) adapter.setHeader(response, 'Retry-After', value);
   else (response as { setHeader?: (name: string, value: string) => void }).setHeader?.('Retry-After', value);

@@ -4,12 +4,16 @@ import type { LockLostError, QuorumUnreachableError } from './core/errors.js';
 /**
  * 503 Service Unavailable: too few Redis masters answered to take the lock, or the lock was lost
  * before the work could finish. The body names the resources but not the masters, whose
- * addresses are no business of the client.
+ * addresses are no business of the client. When the masters are only in restart quarantine,
+ * `retryAfterSeconds` says when they vote again (sent as `Retry-After`).
  */
 export class LockUnavailableException extends HttpException {
+  /** Whole seconds, at least 1, when known: the lock servers are back from a restart by then. */
+  readonly retryAfterSeconds: number | undefined;
+
   constructor(
     readonly resources: readonly string[],
-    options?: { cause?: unknown; message?: string },
+    options?: { cause?: unknown; message?: string; retryAfterSeconds?: number },
   ) {
     super(
       {
@@ -21,10 +25,16 @@ export class LockUnavailableException extends HttpException {
       HttpStatus.SERVICE_UNAVAILABLE,
       options,
     );
+    this.retryAfterSeconds = options?.retryAfterSeconds;
   }
 
   static fromError(error: QuorumUnreachableError): LockUnavailableException {
-    return new LockUnavailableException(error.resources, { cause: error });
+    if (error.retryAfterMs === undefined) return new LockUnavailableException(error.resources, { cause: error });
+    const retryAfterSeconds = Math.max(1, Math.ceil(error.retryAfterMs / 1000));
+    const message =
+      `the lock on ${error.resources.join(', ')} cannot be taken yet: the lock servers restarted recently ` +
+      `and can grant locks again in ${retryAfterSeconds} s`;
+    return new LockUnavailableException(error.resources, { cause: error, message, retryAfterSeconds });
   }
 
   static fromLost(error: LockLostError): LockUnavailableException {

@@ -1,5 +1,6 @@
 import { Logger, Module } from '@nestjs/common';
 import { DiscoveryModule } from '@nestjs/core';
+import { describeMasters } from './core/master-health.js';
 import { Redlock } from './core/redlock.js';
 import { LockPlanner } from './lock-plan.js';
 import { resolveSettings, type RedlockSettings } from './module-settings.js';
@@ -23,12 +24,35 @@ async function createEngine(settings: RedlockSettings, connections: RedisConnect
     engine.expectTtl(settings.defaultTtlMs);
     // Names are compared when the options are read; one server under two names only shows here.
     await engine.verifyMasters();
+    await announceAvailability(engine);
     return engine;
   } catch (error) {
     engine?.close();
     await connections.close();
     // The engine numbers its clients as the module's options number the nodes.
     throw error instanceof Error ? new RedlockConfigError(`RedlockModule: ${error.message.replace(/\bclients\[/g, 'options.nodes[')}`) : error;
+  }
+}
+
+/**
+ * One line at bootstrap on when locking becomes available and why: on a fresh deployment every
+ * master is younger than the restart quarantine, and the first requests would otherwise wait
+ * without a word.
+ */
+async function announceAvailability(engine: Redlock): Promise<void> {
+  const logger = new Logger('Redlock');
+  const report = await engine.checkMasters();
+  const summary = describeMasters(report);
+  if (report.available) {
+    logger.log(`Locking available: ${summary}`);
+  } else if (report.availableInMs !== undefined) {
+    const at = new Date(Date.now() + report.availableInMs).toISOString();
+    logger.warn(
+      `Locking paused until ${at}: ${summary}. A master that restarted may have forgotten live locks, so its votes ` +
+        `count once every lock it could have forgotten has expired (restartQuarantineMs); callers that can wait that long will.`,
+    );
+  } else {
+    logger.warn(`Locking unavailable: ${summary}`);
   }
 }
 

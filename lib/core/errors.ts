@@ -1,4 +1,4 @@
-import type { NodeOutcome } from './node-outcome.js';
+import { roundResumesInMs, type NodeOutcome } from './node-outcome.js';
 
 export type RedlockErrorCode =
   | 'LOCK_HELD'
@@ -53,9 +53,14 @@ export class LockHeldError extends RedlockError {
   }
 }
 
-/** Not enough masters answered (errors, timeouts) or the grant came too late to be valid. */
+/** Not enough masters answered (errors, timeouts, restart quarantine) or the grant came too late to be valid. */
 export class QuorumUnreachableError extends RedlockError {
   readonly code = 'QUORUM_UNREACHABLE';
+  /**
+   * Set when masters in restart quarantine are what is missing: in how many ms enough of them
+   * vote again for a quorum (with the masters that answered). Undefined for masters that are down.
+   */
+  readonly retryAfterMs: number | undefined;
 
   constructor(
     readonly resources: readonly string[],
@@ -65,10 +70,12 @@ export class QuorumUnreachableError extends RedlockError {
     readonly detail?: string,
   ) {
     const granted = nodes.filter((o) => o.status === 'granted').length;
+    const resumesInMs = detail === undefined ? roundResumesInMs(nodes, quorum) : undefined;
     super(
       `quorum of ${quorum} unreachable for ${names(resources)}: ${granted} granted; ` +
-        `${detail ? `${detail}; ` : ''}${describe(nodes)}`,
+        `${detail ? `${detail}; ` : ''}${resumesInMs === undefined ? '' : `${quarantineText(nodes, resumesInMs)}; `}${describe(nodes)}`,
     );
+    this.retryAfterMs = resumesInMs;
   }
 
   /** The masters that failed, timed out or were in restart quarantine, as opposed to those that answered. */
@@ -124,6 +131,13 @@ export class AcquireAbortedError extends RedlockError {
   ) {
     super(`acquiring ${names(resources)} was aborted`, { cause: reason });
   }
+}
+
+/** Which masters are in restart quarantine and when a quorum can vote again, on the wall clock. */
+function quarantineText(outcomes: readonly NodeOutcome[], resumesInMs: number): string {
+  const quarantined = outcomes.filter((o) => o.status === 'quarantined').map((o) => `${o.node} for ${o.quarantinedForMs} ms`);
+  const at = new Date(Date.now() + resumesInMs).toISOString();
+  return `restart quarantine (${quarantined.join(', ')}): a quorum can vote again in ${resumesInMs} ms, at ${at}`;
 }
 
 function formatValue(value: unknown): string {

@@ -1,4 +1,5 @@
 import { monotonicNow } from './clock.js';
+import { quorumResumesInMs } from './node-outcome.js';
 import { errorText, NodeDuplicateError, NodeQuarantinedError, type RedisNode } from './redis-node.js';
 import type { VoterAdmission } from './voter-admission.js';
 
@@ -25,6 +26,11 @@ export interface MastersHealth {
   readonly voting: number;
   /** A lock could be granted now, if no one else held it. */
   readonly available: boolean;
+  /**
+   * 0 when available; otherwise, when masters in restart quarantine are what is missing, in how
+   * many ms enough of them vote again; undefined when masters are down or duplicated.
+   */
+  readonly availableInMs: number | undefined;
   readonly masters: readonly MasterHealth[];
 }
 
@@ -37,7 +43,9 @@ export async function checkMasters(
 ): Promise<MastersHealth> {
   const masters = await Promise.all(nodes.map((node) => probeMaster(node, admission, timeoutMs)));
   const voting = masters.filter((master) => master.votes).length;
-  return { quorum, voting, available: voting >= quorum, masters };
+  const quarantined = masters.flatMap((master) => (master.quarantinedForMs === undefined ? [] : [master.quarantinedForMs]));
+  const availableInMs = quorumResumesInMs(voting, quarantined, quorum);
+  return { quorum, voting, available: voting >= quorum, availableInMs, masters };
 }
 
 /** PINGs a master and asks the engine's admission whether its vote would count now. */
@@ -64,4 +72,23 @@ async function probeMaster(node: RedisNode, admission: VoterAdmission, timeoutMs
     if (error instanceof NodeDuplicateError) return { ...seen, sameServerAs: error.sameAs };
     return seen;
   }
+}
+
+/**
+ * One line on whether locks can be granted and, if not, why and until when: the health
+ * indicator's message, and what the Nest module logs at bootstrap.
+ */
+export function describeMasters({ quorum, voting, masters, availableInMs }: MastersHealth): string {
+  let text = `${voting} of ${masters.length} masters can vote, a lock needs ${quorum}`;
+  const unreachable = masters.filter((master) => !master.reachable).length;
+  if (unreachable) text += `; ${unreachable} unreachable`;
+  const duplicates = masters.filter((master) => master.sameServerAs !== undefined).length;
+  if (duplicates) text += `; ${duplicates} listed twice (the same server as another)`;
+  const quarantined = masters.filter((master) => master.quarantinedForMs !== undefined);
+  if (quarantined.length) {
+    const longest = Math.max(...quarantined.map((master) => master.quarantinedForMs!));
+    text += `; ${quarantined.length} in restart quarantine (recently restarted), the last for ${longest} ms more`;
+  }
+  if (availableInMs) text += `; locking resumes in ${availableInMs} ms`;
+  return text;
 }

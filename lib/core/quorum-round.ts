@@ -63,7 +63,12 @@ export function runRound(
     }, options.timeoutMs);
 
     const failed = (outcome: NodeOutcome, error: unknown) => {
-      outcome.status = error instanceof NodeQuarantinedError ? 'quarantined' : 'error';
+      if (error instanceof NodeQuarantinedError) {
+        outcome.status = 'quarantined';
+        outcome.quarantinedForMs = Math.ceil(error.remainingMs);
+      } else {
+        outcome.status = 'error';
+      }
       outcome.error = errorText(error);
       answered++;
       if (decided()) finish();

@@ -2,7 +2,14 @@ import { EventEmitter } from 'node:events';
 import type { Redis } from 'ioredis';
 import { autoExtend } from './auto-extender.js';
 import { monotonicNow, validityLeftMs } from './clock.js';
-import { AcquireAbortedError, ExtensionLimitError, InvalidArgumentError, LockHeldError, LockLostError } from './errors.js';
+import {
+  AcquireAbortedError,
+  ExtensionLimitError,
+  InvalidArgumentError,
+  LockHeldError,
+  LockLostError,
+  QuorumUnreachableError,
+} from './errors.js';
 import { Lock, type LockEngine, type ReleaseResult } from './lock.js';
 import { currentScope, LockSession } from './lock-session.js';
 import { nextFence } from './fence.js';
@@ -168,7 +175,9 @@ export class Redlock extends EventEmitter implements LockEngine {
         const left = giveUpAt - monotonicNow();
         if (!result.retryable) unreachableRounds++;
         const retryable = result.retryable || unreachableRounds <= UNREACHABLE_RETRIES;
-        if (!retryable || attempt > wait.retryCount || left <= 0) {
+        // A quarantine that outlasts the budget: say so now, with when to come back, not at the deadline.
+        const outlasts = result.error instanceof QuorumUnreachableError && (result.error.retryAfterMs ?? 0) > left;
+        if (!retryable || outlasts || attempt > wait.retryCount || left <= 0) {
           this.#entries.leave(list, waiter);
           foundNoQuorum = !retryable;
           throw result.error;

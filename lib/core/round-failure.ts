@@ -9,8 +9,8 @@ export interface RoundFailure {
 
 /**
  * Why an acquire round failed. Too few masters answering is not worth waiting out (the engine
- * gives callers a fast failure after a couple of such rounds); contention, quarantine and a
- * round too slow for the ttl are.
+ * gives callers a fast failure after a couple of such rounds); contention, a quarantine whose
+ * end restores the quorum, and a round too slow for the ttl are.
  */
 export function roundFailure(
   resources: readonly string[],
@@ -22,9 +22,9 @@ export function roundFailure(
   const total = round.outcomes.length;
   const failed = round.outcomes.filter((o) => isFailure(o.status)).length;
   if (failed > total - quorum) {
-    // Worth waiting only for a quarantine, which ends by itself.
-    const retryable = round.outcomes.some((o) => o.status === 'quarantined');
-    return { error: new QuorumUnreachableError(resources, quorum, round.outcomes), retryable };
+    // Worth waiting only for a quarantine, which ends by itself (at `retryAfterMs`).
+    const error = new QuorumUnreachableError(resources, quorum, round.outcomes);
+    return { error, retryable: error.retryAfterMs !== undefined };
   }
   if (round.granted >= quorum) {
     const detail = `granted with ${Math.round(validityLeftMs)} ms of validity left, which is no validity`;

@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { LockHeldError, type RedlockError } from './errors.js';
+import { LockHeldError, QuorumUnreachableError, type RedlockError } from './errors.js';
 import type { WaitOptions } from './redlock-options.js';
 import type { Lock } from './lock.js';
 import type { ReleaseWakeups } from './release-wakeups.js';
@@ -10,8 +10,8 @@ let sequence = 0;
 /**
  * One acquire call's place in line: the identity and ticket it queues under on every master,
  * and the pause between its rounds. While the lock is held it sleeps until a release names it
- * (or anyone), with a fallback timer for a crashed holder or a lost message; for other
- * failures it backs off with jitter.
+ * (or anyone), with a fallback timer for a crashed holder or a lost message; masters in restart
+ * quarantine it waits out exactly; for other failures it backs off with jitter.
  */
 export class Waiter {
   /** Unique across processes; '' for a caller that does not queue (tryAcquire). */
@@ -43,6 +43,11 @@ export class Waiter {
 
   /** Waits before the next round; resolves at once after first subscribing, to cover a release in between. */
   async pause(error: RedlockError, leftMs: number): Promise<void> {
+    if (error instanceof QuorumUnreachableError && error.retryAfterMs !== undefined) {
+      // Masters in restart quarantine vote again at a known time: asking before is pointless.
+      await sleep(Math.min(leftMs, error.retryAfterMs), undefined, { signal: this.signal });
+      return;
+    }
     if (!(error instanceof LockHeldError) || !this.wakeups) {
       await sleep(Math.min(leftMs, this.wait.retryDelayMs + Math.random() * this.wait.retryJitterMs), undefined, {
         signal: this.signal,

@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { HealthIndicatorService } from '@nestjs/terminus';
-import type { MasterHealth } from '../core/master-health.js';
+import { describeMasters, type MasterHealth } from '../core/master-health.js';
 import { Redlock } from '../core/redlock.js';
 
 export interface RedlockHealthOptions {
@@ -34,23 +34,11 @@ export class RedlockHealthIndicator {
     const session = this.indicators.check(key);
     const data = { quorum: report.quorum, voting: report.voting, masters: byName(report.masters) };
     if (report.available) return session.up(data);
-    return session.down({ ...data, message: whyDown(report.quorum, report.masters) });
+    const resumes = report.availableInMs === undefined ? {} : { availableInMs: report.availableInMs };
+    return session.down({ ...data, ...resumes, message: describeMasters(report) });
   }
 }
 
 function byName(masters: readonly MasterHealth[]): Record<string, Omit<MasterHealth, 'node'>> {
   return Object.fromEntries(masters.map(({ node, ...rest }) => [node, rest]));
-}
-
-function whyDown(quorum: number, masters: readonly MasterHealth[]): string {
-  const unreachable = masters.filter((master) => !master.reachable).length;
-  const quarantined = masters.filter((master) => master.quarantinedForMs !== undefined);
-  const voting = masters.filter((master) => master.votes).length;
-  let why = `${voting} of ${masters.length} masters can vote, a lock needs ${quorum}`;
-  if (unreachable) why += `; ${unreachable} unreachable`;
-  if (quarantined.length) {
-    const longest = Math.max(...quarantined.map((master) => master.quarantinedForMs!));
-    why += `; ${quarantined.length} in restart quarantine (recently restarted), the last for ${longest} ms more`;
-  }
-  return why;
 }

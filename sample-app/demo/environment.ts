@@ -57,12 +57,9 @@ export class DemoEnvironment {
     };
     // A store that is not ours may hold other data, and earlier demo runs: keep to fresh keys.
     if (external.store) env.STORE_KEY_PREFIX = `wallet-demo-${Date.now()}:`;
-    // Our masters have just been started, empty, and nothing can hold a lock on them yet, so the
-    // restart quarantine (on by default: a master that restarted may have forgotten live locks,
-    // so its vote only counts once it is older than the longest ttl) has nothing to protect; with
-    // it on, the first locks and the recovery after the fault phase would wait for it. Masters
-    // given in REDIS_URLS keep the default.
-    if (!external.masters) env.REDLOCK_RESTART_QUARANTINE = 'off';
+    // The restart quarantine stays on, as shipped: our masters have just started, so the replicas'
+    // first locks wait until the masters are older than the longest ttl (the app logs when), and
+    // after the fault phase restarts masters empty, locking pauses again until they are.
     await settleAll(
       Array.from({ length: this.options.replicas }, async (_, i) => {
         const id = `r${i + 1}`;

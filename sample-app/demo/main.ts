@@ -50,9 +50,11 @@ try {
   await env.start();
   describeSetup();
   if (!(await allCanLock(env.replicaUrls, 0))) {
-    // Masters from REDIS_URLS that started recently are in restart quarantine: wait it out.
-    say('Waiting until the replicas can take locks (masters in restart quarantine?)...');
+    // Masters that started recently are in restart quarantine (the replicas log until when): wait it out.
+    const waitingSince = performance.now();
+    say('Waiting until the replicas can take locks (fresh masters are in restart quarantine)...');
     if (!(await allCanLock(env.replicaUrls, 60_000))) throw new Error('no replica could take a lock within 60 s');
+    say(`Locking available after ${((performance.now() - waitingSince) / 1000).toFixed(1)} s.\n`);
   }
   const unlocked = await withdrawals();
   await transfersPhase();

@@ -19,7 +19,7 @@ export interface ReplicaSpec {
 /**
  * One replica of the sample app as a child process, exactly as it would run in production:
  * `node main.js` configured through its environment. It listens on a port the system picks
- * (PORT=0, no race for a free port) and says which in its log; it is ready once /health answers.
+ * (PORT=0, no race for a free port) and says which in its log; it is up once /health/live answers.
  */
 export class Replica {
   private constructor(
@@ -69,7 +69,7 @@ export class Replica {
 
   private async waitHealthy(deadline: number): Promise<boolean> {
     while (Date.now() < deadline && this.child.exitCode === null) {
-      const status = await fetch(`${this.url}/health`).then((response) => response.status, () => 0);
+      const status = await fetch(`${this.url}/health/live`).then((response) => response.status, () => 0);
       if (status === 200) return true;
       await sleep(100);
     }

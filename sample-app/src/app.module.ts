@@ -6,7 +6,7 @@ import { IdleConnectionCloser } from './common/idle-connection-closer.js';
 import { RequestTimingMiddleware } from './common/request-timing.js';
 import { configuration, type SampleConfig } from './config/configuration.js';
 import { redlockOptions } from './config/redlock-options.js';
-import { HealthController } from './health/health.controller.js';
+import { HealthModule } from './health/health.module.js';
 import { ReconcileModule } from './reconcile/reconcile.module.js';
 import { StoreModule } from './store/store.module.js';
 import { WalletModule } from './wallet/wallet.module.js';
@@ -23,8 +23,8 @@ import { WalletModule } from './wallet/wallet.module.js';
     StoreModule,
     WalletModule,
     ReconcileModule,
+    HealthModule,
   ],
-  controllers: [HealthController],
   providers: [{ provide: APP_FILTER, useClass: RedlockExceptionFilter }, IdleConnectionCloser],
 })
 export class AppModule implements NestModule {

@@ -55,7 +55,7 @@ async function healthApp(options: { restartQuarantineMs?: number | false } = {})
 interface Body {
   status: string;
   info?: Record<string, { status: string; voting: number; quorum: number; masters: Record<string, Record<string, unknown>> }>;
-  error?: Record<string, { status: string; voting: number; message: string; masters: Record<string, Record<string, unknown>> }>;
+  error?: Record<string, { status: string; voting: number; message: string; availableInMs?: number; masters: Record<string, Record<string, unknown>> }>;
 }
 
 describe('RedlockHealthIndicator', () => {
@@ -93,11 +93,14 @@ describe('RedlockHealthIndicator', () => {
     // The three reconnect one by one: wait until all three are back and judged.
     await expect.poll(async () => (await quarantined())?.message, { timeout: 10_000, interval: 50 }).toMatch(/3 in restart quarantine/);
     const down = (await quarantined())!;
-    expect(down.message).toMatch(/^2 of 5 masters can vote, a lock needs 3; 3 in restart quarantine \(recently restarted\), the last for \d+ ms more$/);
+    expect(down.message).toMatch(/^2 of 5 masters can vote, a lock needs 3; 3 in restart quarantine \(recently restarted\), the last for \d+ ms more; locking resumes in \d+ ms$/);
     const restarted = down.masters[`127.0.0.1:${fleet.nodes[0]!.port}`]!;
     expect(restarted).toMatchObject({ reachable: true, votes: false });
     expect(restarted['quarantinedForMs']).toBeGreaterThan(0);
     expect(restarted['quarantinedForMs']).toBeLessThanOrEqual(2_000);
+    // Two vote now: the first of the three to come out of quarantine makes the quorum.
+    const remaining = fleet.nodes.slice(0, 3).map((node) => down.masters[`127.0.0.1:${node.port}`]!['quarantinedForMs'] as number);
+    expect(down.availableInMs).toBe(Math.min(...remaining));
     await expect.poll(async () => (await health()).status, { timeout: 10_000, interval: 100 }).toBe(200);
   });
 });

@@ -33,6 +33,9 @@ it('the short demo passes, prints its report and leaves nothing running', async 
   expect(output).toMatch(/withdraw \(@WithLock\)\s+\d+\s+\d+\s+\d+\s+0\s+0 of \d+/);
   expect(output).toContain('Every balance equals its opening plus the accepted transfers, and its ledger.');
   expect(output).toMatch(/killed a 3rd master\s+\d+ withdrawals → \d+ × 503 unavailable\s+no balance changed/);
+  // Restarted empty, the masters are quarantined as shipped: locking pauses, and what was sent meanwhile
+  // waited it out and stayed exactly right.
+  expect(output).toMatch(/restarted the 3 \(empty\)\s+locking pauses; \/health says\s+503: .*3 in restart quarantine.*; locking resumes in \d+ ms\n\s+\d+ withdrawals → [^\n]*0 double-spends, balances right/);
   expect(output).toMatch(/every replica locks again/);
   expect(output).toMatch(/ran \d+ times .*; overlapping runs: 0/);
   expect(output).toContain('PASS: the protected paths never gave a wrong result.');

@@ -1,50 +1,37 @@
-import { Controller, Get, ServiceUnavailableException } from '@nestjs/common';
+import { Controller, Get } from '@nestjs/common';
 import { ConfigService } from '@nestjs/config';
-import { RedlockService } from 'nestjs-redlock';
+import { HealthCheck, HealthCheckService } from '@nestjs/terminus';
+import { RedlockHealthIndicator } from 'nestjs-redlock/terminus';
 import type { SampleConfig } from '../config/configuration.js';
-import { Store } from '../store/store.js';
+import { StoreHealthIndicator } from './store.health.js';
 
 /**
- * Ready when the store answers (503 otherwise). The lock masters are reported but do not fail
- * the check: without a quorum the app still serves reads and answers locked routes with a clean
- * 503, and restarting the replica would not bring the masters back.
+ * `GET /health` is readiness: 200 while the store answers and a quorum of lock masters can
+ * grant a lock now, 503 otherwise with why (masters down, or back from a restart and in
+ * quarantine, and for how long). `GET /health/live` is liveness: it never depends on Redis, since
+ * restarting the replica would not bring a store or a master back.
  */
 @Controller('health')
 export class HealthController {
   private readonly replica: string;
 
   constructor(
-    private readonly store: Store,
-    private readonly redlock: RedlockService,
+    private readonly health: HealthCheckService,
+    private readonly store: StoreHealthIndicator,
+    private readonly redlock: RedlockHealthIndicator,
     config: ConfigService<SampleConfig, true>,
   ) {
     this.replica = config.get('http.replicaId', { infer: true });
   }
 
   @Get()
-  async check() {
-    const [store, locks] = await Promise.all([this.storeStatus(), this.lockStatus()]);
-    const body = { status: store !== 'up' ? 'down' : locks === 'ok' ? 'ok' : 'degraded', replica: this.replica, store, locks };
-    if (store !== 'up') throw new ServiceUnavailableException(body);
-    return body;
+  @HealthCheck()
+  ready() {
+    return this.health.check([() => this.store.isHealthy('store'), () => this.redlock.isHealthy('redlock')]);
   }
 
-  private async storeStatus(): Promise<'up' | 'down'> {
-    return (await this.store.redis.ping().catch(() => 'down')) === 'PONG' ? 'up' : 'down';
-  }
-
-  /**
-   * Whether a quorum of lock masters grants a lock right now (released at once). With the
-   * module's default ttl, not a short one: the restart quarantine's window is the longest ttl
-   * the engine has used, so a short probe could pass where the app's real locks are refused.
-   */
-  private async lockStatus(): Promise<'ok' | 'unavailable'> {
-    try {
-      const lock = await this.redlock.tryAcquire(`health:${this.replica}`);
-      await lock?.release(); // null: a concurrent health check holds it, so the masters answered
-      return 'ok';
-    } catch {
-      return 'unavailable';
-    }
+  @Get('live')
+  live() {
+    return { status: 'ok', replica: this.replica };
   }
 }
