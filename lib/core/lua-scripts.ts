@@ -184,7 +184,9 @@ export const TAKEN = 'taken';
  * Second phase of a fenced acquisition: raises each resource's fence counter to the new fence,
  * but only while this node still holds every lock key with our token. A write-back landing
  * after our key expired could follow the next holder's read and break monotonicity.
- * KEYS: n lock keys, n queue keys, n fence keys. ARGV: token, fence, n. Returns 1 or 0.
+ * The counter expires after `expire` ms (0: never): once the wall-clock floor has overtaken
+ * it, the next holder's token is higher without it (see docs/GUARANTEES.md).
+ * KEYS: n lock keys, n queue keys, n fence keys. ARGV: token, fence, n, expire ms. Returns 1 or 0.
  */
 export const FENCE_SCRIPT = script(
   'fence',
@@ -193,9 +195,16 @@ for i = 1, n do
   if redis.call('GET', KEYS[i]) ~= ARGV[1] then return 0 end
 end
 local fence = tonumber(ARGV[2])
+local expire = tonumber(ARGV[4])
 for i = 1, n do
   local counter = tonumber(redis.call('GET', KEYS[2 * n + i]) or '0')
-  if not counter or counter < fence then redis.call('SET', KEYS[2 * n + i], ARGV[2]) end
+  if not counter or counter < fence then
+    if expire > 0 then
+      redis.call('SET', KEYS[2 * n + i], ARGV[2], 'PX', expire)
+    else
+      redis.call('SET', KEYS[2 * n + i], ARGV[2])
+    end
+  end
 end
 return 1`,
 );

@@ -57,6 +57,14 @@ export interface RedlockOptions extends WaitOptions {
    */
   fenceTimeFloor?: boolean;
   /**
+   * How long a resource's fence counter stays on the masters after the ttl of the lock that
+   * last raised it, in ms; then it expires, so fencing per order or per user does not fill
+   * Redis. Tokens keep rising across an expiry through the time floor, provided client wall
+   * clocks agree to within ttl + this (see docs/GUARANTEES.md). With `fenceTimeFloor: false`
+   * counters are kept for ever: they alone keep tokens rising then. Default 60 000.
+   */
+  fenceRetentionMs?: number;
+  /**
    * A master that restarted (new run_id, or up for less than this) has forgotten its keys: its
    * votes do not count until it has been up this long. Default: the longest ttl this engine has
    * used. `false` turns the check off (only do that with masters on `appendfsync always`, or in
@@ -79,6 +87,7 @@ export interface ResolvedRedlockOptions {
   readonly fencing: boolean;
   readonly fenceKeyPrefix: string;
   readonly fenceTimeFloor: boolean;
+  readonly fenceRetentionMs: number;
   readonly queueKeyPrefix: string;
   readonly wakeups: boolean;
   /** A fixed window, `'max-ttl'` for the longest ttl used, or false for off. */
@@ -99,6 +108,7 @@ const DEFAULTS = {
   waitTimeoutMs: 10_000,
   retryDelayMs: 50,
   retryJitterMs: 50,
+  fenceRetentionMs: 60_000,
 } as const;
 
 export function resolveOptions(options: RedlockOptions = {}): ResolvedRedlockOptions {
@@ -115,6 +125,7 @@ export function resolveOptions(options: RedlockOptions = {}): ResolvedRedlockOpt
     fencing: options.fencing ?? false,
     fenceKeyPrefix: options.fenceKeyPrefix ?? DEFAULTS.fenceKeyPrefix,
     fenceTimeFloor: options.fenceTimeFloor ?? true,
+    fenceRetentionMs: options.fenceRetentionMs ?? DEFAULTS.fenceRetentionMs,
     queueKeyPrefix: options.queueKeyPrefix ?? DEFAULTS.queueKeyPrefix,
     wakeups: options.wakeups ?? true,
     restartQuarantineMs: options.restartQuarantineMs ?? ('max-ttl' as const),
@@ -129,6 +140,7 @@ export function resolveOptions(options: RedlockOptions = {}): ResolvedRedlockOpt
   }
   if (resolved.nodeTimeoutMs !== undefined) checkPositiveInteger('nodeTimeoutMs', resolved.nodeTimeoutMs);
   checkCount('maxExtensions', resolved.maxExtensions);
+  checkDelay('fenceRetentionMs', resolved.fenceRetentionMs);
   checkPositiveInteger('maxResources', resolved.maxResources);
   const logger = resolved.logger as Partial<RedlockLogger> | null;
   if (logger === null || typeof logger !== 'object' || typeof logger.warn !== 'function') {

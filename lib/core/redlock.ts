@@ -383,7 +383,9 @@ export class Redlock extends EventEmitter implements LockEngine {
       // majority (only where our keys still stand) before the caller may use it.
       const highest = Math.max(...round.outcomes.filter((o) => o.status === 'granted').map((o) => o.value ?? 0));
       fence = nextFence(highest, this.options.fenceTimeFloor);
-      const fenceArgs = [token, fence, keys.length];
+      // Only the time floor lets a counter go: without it, the counter alone keeps tokens rising.
+      const expireMs = this.options.fenceTimeFloor ? ttlMs + this.options.fenceRetentionMs : 0;
+      const fenceArgs = [token, fence, keys.length, expireMs];
       round = await this.round(ttlMs, grantedIfOne, this.vote((node) => node.run(FENCE_SCRIPT, scriptKeys, fenceArgs)));
     }
     // Validity counts from `start`: the rounds have spent part of it already. Only what is left
