@@ -204,7 +204,8 @@ export class Redlock extends EventEmitter implements LockEngine {
       return await this.#localQueue.join(line, signal, Math.max(1, budgetMs));
     } catch {
       if (signal?.aborted) throw new AcquireAbortedError(resources, signal.reason);
-      throw new LockHeldError(resources, [], 0, undefined);
+      // Behind a caller of this process: if one of ours holds the lock, it is free by then at the latest.
+      throw new LockHeldError(resources, [], 0, this.#handOver.holderOf(line)?.remainingMs());
     }
   }
 

@@ -56,3 +56,19 @@ it('200 staggered callers that will not wait are told at most the holder\'s rema
     await (await patient).release();
   }
 });
+
+it('a caller that will not wait, behind a waiter of its own process, is told when the local holder\'s lock ends', async () => {
+  const { redlock } = await separateEngine(fleet.urls(), opened);
+  const holder = await redlock.acquire('local-line', 5_000);
+  // Waits behind the holder in this process's line for the resource.
+  const patient = redlock.acquire('local-line', 5_000, { waitTimeoutMs: 20_000 });
+  try {
+    const error = await redlock.acquire('local-line', 5_000, { retryCount: 0 }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(LockHeldError);
+    expect((error as LockHeldError).retryAfterMs).toBeGreaterThan(0);
+    expect((error as LockHeldError).retryAfterMs).toBeLessThanOrEqual(holder.remainingMs() + 1);
+  } finally {
+    await holder.release();
+    await (await patient).release();
+  }
+});
