@@ -10,6 +10,10 @@ const RESULTS = new URL('./RESULTS.md', import.meta.url);
 const README = new URL('../README.md', import.meta.url);
 /** Hand-written diagnosis in RESULTS.md, kept when the benchmark rewrites the file. */
 const NOTES = ['<!-- notes:start -->', '<!-- notes:end -->'] as const;
+/** The telemetry overhead section (bench/telemetry.ts), also kept when the benchmark rewrites the file. */
+export const TELEMETRY_MARKERS = ['<!-- telemetry:start -->', '<!-- telemetry:end -->'] as const;
+/** The replicaAcks cost section (bench/replica-acks.ts), also kept when the benchmark rewrites the file. */
+export const REPLICA_ACKS_MARKERS = ['<!-- replica-acks:start -->', '<!-- replica-acks:end -->'] as const;
 /** Where the README shows the summary table. */
 const README_TABLE = ['<!-- bench:start -->', '<!-- bench:end -->'] as const;
 
@@ -67,6 +71,8 @@ export function renderReport({ results, scenarios, mode, reps, minutes, load, en
     '',
     ...targets.map((t) => `- **${status(t.met)}** ${t.scenario}: ${t.figure} = ${fmt(t.ours, t.digits)}, target ${t.target}: ${t.margin}.`),
     '',
+    ...previousTelemetry(),
+    ...previousSection(REPLICA_ACKS_MARKERS),
     '## Notes on the run',
     '',
     previousNotes(),
@@ -134,6 +140,19 @@ function rawSection(results: Results, scenario: Scenario): string[] {
     }),
   );
   return lines.length ? ['| scenario | library | figure | repetitions |', '|---|---|---|---|', ...lines, ''] : [];
+}
+
+/** The last telemetry overhead section, markers included, followed by a blank line; nothing if none was written. */
+function previousTelemetry(): string[] {
+  return previousSection(TELEMETRY_MARKERS);
+}
+
+/** The last section between `markers`, markers included, followed by a blank line; nothing if none was written. */
+function previousSection([start, end]: readonly [string, string]): string[] {
+  const old = existsSync(RESULTS) ? readFileSync(RESULTS, 'utf8') : '';
+  const from = old.indexOf(start);
+  const to = old.indexOf(end);
+  return from >= 0 && to > from ? [old.slice(from, to + end.length), ''] : [];
 }
 
 function previousNotes(): string {

@@ -1,5 +1,3 @@
-import { fork } from 'node:child_process';
-import { once } from 'node:events';
 import { writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -9,12 +7,11 @@ import { parseArgs } from 'node:util';
 import { RedisFleet } from '../test/support/redis-fleet.js';
 import { connectMasters, disconnectAll } from '../test/support/masters.js';
 import { LIBRARIES, type LibraryId } from './adapters/index.js';
-import type { ChildJob } from './child.js';
 import { renderReport, updateReadme } from './report.js';
 import { SCENARIOS, scenarioById } from './scenarios/index.js';
 import type { Figures, Scenario } from './scenarios/scenario.js';
-import { nextMessage } from './support/ipc.js';
 import { engineSource, type EngineSource } from './support/machine.js';
+import { FLEET_SETTLE_MS, measureInChild } from './support/measure.js';
 import { Results } from './support/results.js';
 
 /**
@@ -36,15 +33,6 @@ const reps = Number(args.reps ?? (args.smoke ? 1 : 3));
 const scenarios = args.only ? args.only.split(',').map(scenarioById) : SCENARIOS;
 const official = !args.smoke && !args.only && !args.out;
 const out = args.out ?? (official ? fileURLToPath(new URL('./RESULTS.md', import.meta.url)) : join(tmpdir(), `nestjs-redlock-bench-${mode}.md`));
-const CHILD = fileURLToPath(new URL('./child.ts', import.meta.url));
-/** A run that hangs (a library that never returns) must not hang the benchmark. */
-const CHILD_TIMEOUT_MS = 10 * 60_000;
-/**
- * nestjs-redlock ignores the votes of a master that started less than its longest ttl ago (a
- * restarted master has forgotten live locks). Production masters are not minutes old; ours
- * are, so the run waits out the 10 s ttl the scenarios use before measuring anything.
- */
-const FLEET_SETTLE_MS = 11_000;
 
 const started = Date.now();
 const loadAtStart = loadavg()[0]!;
@@ -85,17 +73,8 @@ writeFileSync(out, report);
 if (official) updateReadme(report);
 console.log(`\nwrote ${out}${official ? ' and the README table' : ''}`);
 
-async function measure(scenario: Scenario, library: LibraryId, urls: string[]): Promise<Figures> {
-  const job: ChildJob = { scenario: scenario.id, library, urls, params: scenario.params[mode] };
-  const child = fork(CHILD, [JSON.stringify(job)], { execArgv: [...process.execArgv, '--expose-gc'] });
-  const timer = setTimeout(() => child.kill('SIGKILL'), CHILD_TIMEOUT_MS);
-  try {
-    return await nextMessage<Figures>(child, 'the measuring process');
-  } finally {
-    // The next measurement must not overlap this one's last moments.
-    if (child.exitCode === null && child.signalCode === null) await once(child, 'close');
-    clearTimeout(timer);
-  }
+function measure(scenario: Scenario, library: LibraryId, urls: string[]): Promise<Figures> {
+  return measureInChild({ scenario: scenario.id, library, urls, params: scenario.params[mode] });
 }
 
 function rotate<T>(list: readonly T[], by: number): T[] {

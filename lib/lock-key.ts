@@ -1,4 +1,5 @@
 import { InvalidArgumentError } from './core/errors.js';
+import { LockKeyArgumentError } from './lock-key-argument.error.js';
 import type { LockKey, LockKeyFunction } from './redlock.interfaces.js';
 import { RedlockConfigError } from './redlock-config.error.js';
 
@@ -14,7 +15,11 @@ export interface KeySite {
 export interface CompiledLockKey {
   /** Argument positions the key reads, so a caller can skip producing others; undefined: all (a key function). */
   readonly argIndexes: readonly number[] | undefined;
-  /** The resources to lock for these arguments. Throws InvalidArgumentError rather than lock "undefined". */
+  /**
+   * The resources to lock for these arguments. Throws rather than lock "undefined": a
+   * LockKeyArgumentError for an argument a template cannot use, an InvalidArgumentError for
+   * what a key function returns.
+   */
   resolve(args: readonly unknown[]): string[];
 }
 
@@ -135,12 +140,7 @@ function fill(placeholder: Placeholder, args: readonly unknown[], template: stri
   }
   const text = keyText(value);
   if (text !== undefined) return text;
-  const where = walked === placeholder.source.slice(0, -1) ? placeholder.source : `${placeholder.source} (at ${walked}})`;
-  throw new InvalidArgumentError(
-    `${where} in lock key template ${JSON.stringify(template)} of ${site.name}`,
-    value,
-    'expected a string, a number, a bigint, a boolean or an object with its own toString()',
-  );
+  throw new LockKeyArgumentError(placeholder.source, `${walked}}`, template, site.name, value);
 }
 
 /**

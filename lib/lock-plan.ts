@@ -1,7 +1,9 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { Redlock } from './core/redlock.js';
+import type { RedlockEngine } from './core/redlock-engine.js';
 import { isObservable, Observable } from 'rxjs';
 import type { UsingOptions } from './core/redlock.js';
+import { InstrumentationGuard } from './core/instrumentation-guard.js';
 import { compileLockKey, type CompiledLockKey } from './lock-key.js';
 import { checkOnLocked, checkWaitTimeout, isTtl, type RedlockSettings } from './module-settings.js';
 import { REDLOCK_SETTINGS, WITH_LOCK } from './redlock.constants.js';
@@ -18,6 +20,12 @@ export interface LockPlan {
   readonly options: UsingOptions;
   /** Declared `Observable<...>` return type: the lock must then last while it is subscribed. */
   readonly returnsObservable: boolean;
+  /** The module's `instrumentation` hooks, told of every call (`callStarted`). */
+  readonly instrumentation: InstrumentationGuard | undefined;
+  /** `onLocked: 'skip'`: a call that finds the lock held elsewhere does not run and yields undefined. */
+  readonly skipWhenHeld: boolean;
+  /** Where a skipped call is noted: at debug level only, since on every other replica skipping is the norm. */
+  readonly debug: ((message: string) => void) | undefined;
 }
 
 /**
@@ -28,10 +36,11 @@ export interface LockPlan {
 @Injectable()
 export class LockPlanner {
   readonly #plans = new WeakMap<Function, LockPlan>();
+  #instrumentation: InstrumentationGuard | undefined;
 
   constructor(
     @Inject(REDLOCK_SETTINGS) private readonly settings: RedlockSettings,
-    private readonly redlock: Redlock,
+    @Inject(Redlock) private readonly redlock: RedlockEngine,
   ) {}
 
   /** The plan of `method` as a member of `owner`, or undefined when it carries no `@WithLock`. */
@@ -43,6 +52,13 @@ export class LockPlanner {
     const plan = this.compile(owner, methodName, method, metadata);
     this.#plans.set(method, plan);
     return plan;
+  }
+
+  /** One guard for the module's hooks, shared by its plans. */
+  private instrumentation(): InstrumentationGuard | undefined {
+    const { instrumentation: hooks, logger } = this.settings.engine;
+    if (hooks && logger) this.#instrumentation ??= new InstrumentationGuard(hooks, logger);
+    return this.#instrumentation;
   }
 
   private compile(owner: Function, methodName: string, method: Function, metadata: WithLockMetadata): LockPlan {
@@ -68,9 +84,24 @@ export class LockPlanner {
     }
     // Planned at bootstrap (or first call): the restart quarantine must cover this ttl from now on.
     this.redlock.expectTtl(ttlMs);
-    // 'fail' is one round; 'wait' keeps the engine's retry settings, bounded by the wait timeout.
-    const options: UsingOptions = onLocked === 'fail' ? { retryCount: 0, autoExtend } : { waitTimeoutMs, autoExtend };
-    return { site, key, ttlMs, options, returnsObservable: isObservableType(returnType) };
+    // 'fail' and 'skip' are one round; 'wait' keeps the engine's retry settings, bounded by the wait timeout.
+    const options: UsingOptions = onLocked === 'wait' ? { waitTimeoutMs, autoExtend } : { retryCount: 0, autoExtend };
+    return {
+      site,
+      key,
+      ttlMs,
+      options,
+      returnsObservable: isObservableType(returnType),
+      instrumentation: this.instrumentation(),
+      skipWhenHeld: onLocked === 'skip',
+      debug: this.debug(),
+    };
+  }
+
+  /** The module logger's `debug`, when it has one (Nest's Logger does; a plain `{ warn }` does not). */
+  private debug(): ((message: string) => void) | undefined {
+    const logger = this.settings.engine.logger as { debug?: (message: string) => void } | undefined;
+    return typeof logger?.debug === 'function' ? (message) => logger.debug!(message) : undefined;
   }
 }
 

@@ -2,7 +2,7 @@ import { Logger } from '@nestjs/common';
 import { InvalidArgumentError } from './core/errors.js';
 import { MAX_TTL_MS, resolveOptions, type RedlockOptions } from './core/redlock-options.js';
 import { DEFAULT_TTL_MS } from './redlock.constants.js';
-import type { DefaultWait, RedlockErrorMapper, RedlockModuleOptions, RedlockNode } from './redlock.interfaces.js';
+import type { DefaultWait, OnLocked, RedlockErrorMapper, RedlockModuleOptions, RedlockNode } from './redlock.interfaces.js';
 import { RedlockConfigError } from './redlock-config.error.js';
 
 /** The module options, validated, with defaults filled in. */
@@ -37,7 +37,7 @@ export function resolveSettings(options: RedlockModuleOptions | undefined): Redl
     throw new RedlockConfigError("RedlockModule: options.defaultWait must be an object like { onLocked: 'wait' }");
   }
   const onLocked = defaultWait.onLocked ?? 'wait';
-  checkOnLocked('RedlockModule: options.defaultWait.onLocked', onLocked);
+  checkOnLocked('RedlockModule: options.defaultWait.onLocked', onLocked, ['wait', 'fail']);
   if (defaultWait.waitTimeoutMs !== undefined) {
     checkWaitTimeout('RedlockModule: options.defaultWait.waitTimeoutMs', defaultWait.waitTimeoutMs);
   }
@@ -66,9 +66,13 @@ export function isTtl(value: unknown): value is number {
   return typeof value === 'number' && Number.isInteger(value) && value > 0 && value <= MAX_TTL_MS;
 }
 
-export function checkOnLocked(label: string, value: unknown): void {
-  if (value !== 'wait' && value !== 'fail') {
-    throw new RedlockConfigError(`${label} must be 'wait' or 'fail' (got ${JSON.stringify(value) ?? String(value)})`);
+/** Checks a wait policy against the ones allowed where it is set (a module default cannot skip). */
+export function checkOnLocked(label: string, value: unknown, allowed: readonly OnLocked[] = ['wait', 'fail', 'skip']): void {
+  if (!allowed.includes(value as OnLocked)) {
+    const choices = allowed.map((policy) => `'${policy}'`);
+    throw new RedlockConfigError(
+      `${label} must be ${choices.slice(0, -1).join(', ')} or ${choices.at(-1)} (got ${JSON.stringify(value) ?? String(value)})`,
+    );
   }
 }
 

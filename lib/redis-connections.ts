@@ -2,7 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Logger } from '@nestjs/common';
 import { Redis, type RedisOptions } from 'ioredis';
 import { redactCredentials } from './core/redact.js';
-import { nodeName } from './core/redis-node.js';
+import { nodeName, voterKeys } from './core/redis-node.js';
 import type { RedlockNode } from './redlock.interfaces.js';
 import { RedlockConfigError } from './redlock-config.error.js';
 
@@ -18,10 +18,11 @@ const READY_WAIT_MS = 5_000;
 /** A QUIT that gets no answer (master down) must not hold shutdown up. */
 const QUIT_GRACE_MS = 1_000;
 
+/** `addresses`: the names that mean this master (its address, or each of its sentinels). */
 type Parsed =
-  | { index: number; kind: 'url'; url: string; address: string }
-  | { index: number; kind: 'options'; options: RedisOptions; address: string }
-  | { index: number; kind: 'client'; client: Redis; address: string };
+  | { index: number; kind: 'url'; url: string; addresses: string[] }
+  | { index: number; kind: 'options'; options: RedisOptions; addresses: string[] }
+  | { index: number; kind: 'client'; client: Redis; addresses: string[] };
 
 /**
  * The module's Redis masters: turns `options.nodes` into ioredis clients after validating
@@ -48,15 +49,17 @@ export class RedisConnections {
     const parsed = nodes.map((node, index) => parseNode(node, index));
     const seen = new Map<string, number>();
     for (const node of parsed) {
-      const earlier = seen.get(node.address);
-      if (earlier !== undefined) {
-        // Two connections to one server are not independent masters: one crash takes both votes.
-        throw new RedlockConfigError(
-          `RedlockModule: options.nodes[${node.index}] and options.nodes[${earlier}] are the same master ` +
-            `(${node.address}); Redlock needs independent masters`,
-        );
+      for (const address of node.addresses) {
+        const earlier = seen.get(address);
+        if (earlier !== undefined && earlier !== node.index) {
+          // Two connections to one server are not independent masters: one crash takes both votes.
+          throw new RedlockConfigError(
+            `RedlockModule: options.nodes[${node.index}] and options.nodes[${earlier}] are the same master ` +
+              `(${address}); Redlock needs independent masters`,
+          );
+        }
+        seen.set(address, node.index);
       }
-      seen.set(node.address, node.index);
     }
     const owned: Redis[] = [];
     const clients = parsed.map((node) => {
@@ -95,21 +98,24 @@ export class RedisConnections {
 
 function parseNode(node: unknown, index: number): Parsed {
   const label = `RedlockModule: options.nodes[${index}]`;
-  if (typeof node === 'string') return { index, kind: 'url', url: node, address: urlAddress(node, label) };
+  if (typeof node === 'string') return { index, kind: 'url', url: node, addresses: [urlAddress(node, label)] };
   if (node === null || typeof node !== 'object' || Array.isArray(node)) {
     throw new RedlockConfigError(
       `${label} must be a redis:// or rediss:// URL, an ioredis options object or an ioredis client (got ${describe(node)})`,
     );
   }
-  if ((node as { isCluster?: unknown }).isCluster === true) {
-    throw new RedlockConfigError(
-      `${label} is a Redis Cluster client; Redlock needs independent masters, so give one client per master`,
-    );
-  }
-  if (isClient(node)) return { index, kind: 'client', client: node, address: nodeName(node) };
+  // A Redis Cluster client is one voter: the whole cluster counts once.
+  if (isClient(node)) return { index, kind: 'client', client: node, addresses: voterKeys(node) };
   const options = node as RedisOptions;
-  checkAddress(options, label);
-  return { index, kind: 'options', options, address: nodeName({ options } as unknown as Redis) };
+  if ((options as { sentinels?: unknown }).sentinels != null) {
+    checkSentinels(options, label);
+  } else {
+    checkAddress(options, label);
+    if ((options as { name?: unknown }).name != null) {
+      throw new RedlockConfigError(`${label}.name names a master monitored by Sentinel, but no sentinels are given`);
+    }
+  }
+  return { index, kind: 'options', options, addresses: voterKeys({ options } as unknown as Redis) };
 }
 
 /** ioredis takes `port: 'abc'` and connects somewhere unexpected (or nowhere) without a word. */
@@ -123,6 +129,43 @@ function checkAddress(options: RedisOptions, label: string): void {
   }
   if (path !== undefined && (typeof path !== 'string' || path.length === 0)) {
     throw new RedlockConfigError(`${label}.path must be a non-empty string (got ${describe(path)})`);
+  }
+}
+
+/**
+ * A Sentinel-managed master (ioredis `sentinels` + `name`): ioredis would ignore host, port and
+ * path beside them, throw an untyped error for a missing name, and reach a replica with
+ * `role: 'slave'`, which no lock can be written to. No value is echoed: passwords sit beside them.
+ */
+function checkSentinels(options: RedisOptions, label: string): void {
+  const { sentinels, name, role, sentinelPassword } = options as Record<string, unknown>;
+  const shape = 'a non-empty array of { host, port } (the Sentinels that monitor this master)';
+  if (!Array.isArray(sentinels) || sentinels.length === 0) {
+    throw new RedlockConfigError(`${label}.sentinels must be ${shape} (got ${describe(sentinels)})`);
+  }
+  sentinels.forEach((sentinel: unknown, at) => {
+    if (sentinel === null || typeof sentinel !== 'object' || Array.isArray(sentinel)) {
+      throw new RedlockConfigError(`${label}.sentinels[${at}] must be a { host, port } object (got ${describe(sentinel)})`);
+    }
+    checkAddress(sentinel as RedisOptions, `${label}.sentinels[${at}]`);
+  });
+  if (typeof name !== 'string' || name.length === 0) {
+    throw new RedlockConfigError(
+      `${label}.name must be the name under which the Sentinels monitor this master (got ${describe(name)})`,
+    );
+  }
+  const direct = (['host', 'port', 'path'] as const).filter((key) => (options as Record<string, unknown>)[key] !== undefined);
+  if (direct.length > 0) {
+    throw new RedlockConfigError(
+      `${label} gives ${direct.join(', ')} beside sentinels; ioredis asks the Sentinels where the master is and ` +
+        `ignores ${direct.length === 1 ? 'it' : 'them'}: give either sentinels and name, or the master's address`,
+    );
+  }
+  if (role !== undefined && role !== 'master') {
+    throw new RedlockConfigError(`${label}.role must be "master" (the default): a replica refuses the writes a lock needs`);
+  }
+  if (sentinelPassword !== undefined && sentinelPassword !== null && typeof sentinelPassword !== 'string') {
+    throw new RedlockConfigError(`${label}.sentinelPassword must be a string (got ${describe(sentinelPassword)})`);
   }
 }
 

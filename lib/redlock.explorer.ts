@@ -1,30 +1,41 @@
-import { Injectable, type OnModuleInit } from '@nestjs/common';
-import { DiscoveryService, MetadataScanner } from '@nestjs/core';
+import { Inject, Injectable, type OnModuleInit } from '@nestjs/common';
+import { DiscoveryService, MetadataScanner, ModuleRef } from '@nestjs/core';
 import { Redlock } from './core/redlock.js';
+import type { RedlockEngine } from './core/redlock-engine.js';
+import { HandlerArgs, type HandlerTransport } from './handler-args.js';
 import { LockPlanner, type LockPlan } from './lock-plan.js';
 import { observeLocked, runLocked } from './locked-call.js';
+import { copyIdentity, defineLocked, installStandIn, isLockedWrapper, originalOf } from './locked-methods.js';
 import { RedisConnections } from './redis-connections.js';
 import { RedlockConfigError } from './redlock-config.error.js';
-import { RouteArgs } from './route-args.js';
+import { WITH_LOCK } from './redlock.constants.js';
 
 /** Nest's wrapper of a provider or controller, as its public DiscoveryService hands it out. */
 type InstanceWrapper = ReturnType<DiscoveryService['getProviders']>[number];
 
-/** Set by @MessagePattern / @EventPattern (@nestjs/microservices, not a dependency). */
-const MESSAGE_PATTERN_METADATA = 'microservices:pattern';
+/** Set by @ResolveField; such a resolver runs interceptors only when the GraphQL module says so. */
+const FIELD_RESOLVER_METADATA = 'graphql:resolve_property';
+/** GraphQLModule's options token (@nestjs/graphql is an optional peer: not imported). */
+const GRAPHQL_MODULE_OPTIONS = 'GqlModuleOptions';
 
-/** Wrappers this library installed, in any application of this process: never wrap one twice. */
-const installed = new WeakSet<Function>();
+/** The parameter decorators that give a handler its arguments, by transport, for messages. */
+const PARAM_DECORATORS: Readonly<Record<HandlerTransport, string>> = {
+  http: '@Param, @Query, @Body, ...',
+  rpc: '@Payload, @Ctx, ...',
+  ws: '@MessageBody, @ConnectedSocket, ...',
+  graphql: '@Args, @Parent, @Context, @Info, ...',
+};
 
 /**
- * Applies `@WithLock` to methods of providers that are not controllers (services, scheduled
- * jobs, queue consumers): at `onModuleInit` it replaces each decorated method, on that instance
- * only, by a wrapper that runs it under the lock. The wrapper keeps the method's name, `this`,
- * and every metadata key of the original, so whatever reads metadata from the instance later
- * (schedulers, event listeners) still finds it. Nothing else is added to the instance.
+ * Applies `@WithLock` to methods of providers that are not handlers (services, scheduled jobs,
+ * queue consumers): at `onModuleInit` it gives each instance, for each decorated method, a
+ * wrapper that runs the method under the lock (see locked-methods.ts for how callers that took
+ * the method earlier, like @nestjs/schedule, reach it too). The wrapper keeps the method's name,
+ * `this`, and every metadata key of the original. Nothing else is added to the instance.
  *
- * Controllers are left to `RedlockInterceptor`; their keys are still compiled here, so every
- * key mistake fails at bootstrap.
+ * Handlers that Nest dispatches (controller routes and message handlers, gateway handlers,
+ * GraphQL resolvers) are left to `RedlockInterceptor`; their keys are compiled and checked here
+ * against the arguments each handler receives, so every key mistake fails at bootstrap.
  */
 @Injectable()
 export class RedlockExplorer implements OnModuleInit {
@@ -32,9 +43,13 @@ export class RedlockExplorer implements OnModuleInit {
     private readonly discovery: DiscoveryService,
     private readonly scanner: MetadataScanner,
     private readonly planner: LockPlanner,
-    private readonly redlock: Redlock,
+    @Inject(Redlock) private readonly redlock: RedlockEngine,
     private readonly connections: RedisConnections,
-  ) {}
+    private readonly moduleRef: ModuleRef,
+  ) {
+    // Here rather than in onModuleInit: other modules' onModuleInit may run before ours.
+    this.installStandIns();
+  }
 
   async onModuleInit(): Promise<void> {
     try {
@@ -63,6 +78,22 @@ export class RedlockExplorer implements OnModuleInit {
     }
   }
 
+  /** Every decorated provider method that is not a handler gets its stand-in, before any onModuleInit. */
+  private installStandIns(): void {
+    const controllerClasses = new Set<unknown>(this.discovery.getControllers().map((wrapper) => wrapper.metatype));
+    for (const wrapper of this.discovery.getProviders()) {
+      // Known before instantiation for class providers; a factory's class shows only in its instance.
+      const owner = wrapper.inject ? undefined : (wrapper.metatype ?? (wrapper.instance as object | undefined)?.constructor);
+      if (typeof owner !== 'function' || !owner.prototype || controllerClasses.has(owner)) continue;
+      const prototype = owner.prototype as Record<string, unknown>;
+      for (const name of this.scanner.getAllMethodNames(prototype)) {
+        const method = prototype[name];
+        if (typeof method !== 'function' || !Reflect.hasMetadata(WITH_LOCK, method) || isDispatched(method)) continue;
+        installStandIn(prototype, name);
+      }
+    }
+  }
+
   private checkController(wrapper: InstanceWrapper): void {
     const owner = wrapper.metatype;
     if (typeof owner !== 'function' || !owner.prototype) return;
@@ -72,24 +103,46 @@ export class RedlockExplorer implements OnModuleInit {
       if (typeof method !== 'function') continue;
       const plan = this.planner.planFor(owner, name, method);
       if (!plan) continue;
-      if (!RouteArgs.isRoute(method)) {
+      const transport = HandlerArgs.transportOf(method);
+      if (transport !== 'http' && transport !== 'rpc') {
         // The interceptor only sees what Nest dispatches; a helper called as this.helper()
         // would silently run unlocked.
-        if (Reflect.getMetadata(MESSAGE_PATTERN_METADATA, method) !== undefined) continue;
         throw new RedlockConfigError(
           `@WithLock on ${plan.site}: not a route or message handler, so nothing would apply the lock; ` +
             'move the method to a provider (or lock inside it with RedlockService.using())',
         );
       }
-      const routeArgs = new RouteArgs(owner, name);
-      const missing = plan.key.argIndexes?.find((index) => !routeArgs.has(index));
-      if (missing !== undefined) {
-        throw new RedlockConfigError(
-          `@WithLock on ${plan.site}: the lock key reads argument ${missing}, which has no parameter decorator ` +
-            '(@Param, @Query, @Body, ...), so the route never receives it',
-        );
-      }
+      this.checkHandler(owner, method, plan, transport);
     }
+  }
+
+  /** The key of a handler may only read arguments the handler receives, and the interceptor must see its calls. */
+  private checkHandler(owner: Function, method: Function, plan: LockPlan, transport: HandlerTransport): void {
+    const handlerArgs = new HandlerArgs(owner, method, transport);
+    const missing = plan.key.argIndexes?.find((index) => !handlerArgs.has(index));
+    if (missing !== undefined) {
+      throw new RedlockConfigError(
+        `@WithLock on ${plan.site}: the lock key reads argument ${missing}, which has no parameter decorator ` +
+          `(${PARAM_DECORATORS[transport]}), so the ${transport === 'http' ? 'route' : 'handler'} never receives it`,
+      );
+    }
+    if (transport === 'graphql' && Reflect.getMetadata(FIELD_RESOLVER_METADATA, method) === true && !this.fieldResolversIntercepted()) {
+      throw new RedlockConfigError(
+        `@WithLock on ${plan.site}: a field resolver runs interceptors only with GraphQLModule's ` +
+          "fieldResolverEnhancers: ['interceptors'], so nothing would apply the lock; set it, or lock inside the " +
+          'method with RedlockService.using()',
+      );
+    }
+  }
+
+  private fieldResolversIntercepted(): boolean {
+    let options: { fieldResolverEnhancers?: readonly string[] } | undefined;
+    try {
+      options = this.moduleRef.get(GRAPHQL_MODULE_OPTIONS, { strict: false });
+    } catch {
+      return false;
+    }
+    return options?.fieldResolverEnhancers?.includes('interceptors') ?? false;
   }
 
   private wrapProvider(wrapper: InstanceWrapper, controllerClasses: ReadonlySet<unknown>): void {
@@ -103,7 +156,12 @@ export class RedlockExplorer implements OnModuleInit {
       if (typeof method !== 'function') continue;
       const plan = this.planner.planFor(instance.constructor, name, method);
       if (!plan) continue;
-      if (installed.has(method)) {
+      if (isDispatched(method)) {
+        // A gateway's or resolver's handler: Nest calls it through the interceptor.
+        this.checkHandler(instance.constructor, method, plan, HandlerArgs.transportOf(method)!);
+        continue;
+      }
+      if (isLockedWrapper(method)) {
         throw new RedlockConfigError(
           `@WithLock on ${plan.site}: this instance is already wrapped by another application's RedlockModule; ` +
             'a provider instance shared between applications cannot be locked by both',
@@ -117,30 +175,29 @@ export class RedlockExplorer implements OnModuleInit {
             'instances are created after bootstrap and cannot be wrapped; use RedlockService.using() inside the method',
         );
       }
-      Object.defineProperty(instance, name, {
-        value: this.lockedMethod(method, plan),
-        writable: true,
-        configurable: true,
-        enumerable: false,
-      });
+      // A factory-made instance's class is known only now; its stand-in comes later than for others.
+      installStandIn(prototype, name);
+      defineLocked(instance, name, this.lockedMethod(originalOf(method), method, plan));
     }
   }
 
-  private lockedMethod(method: Function, plan: LockPlan): Function {
+  /** `original` under the lock; `method` (the original or its stand-in) lends it its identity. */
+  private lockedMethod(original: Function, method: Function, plan: LockPlan): Function {
     const redlock = this.redlock;
     const locked = plan.returnsObservable
       ? function (this: unknown, ...args: unknown[]) {
-          return observeLocked(redlock, plan, args, () => method.apply(this, args));
+          return observeLocked(redlock, plan, args, () => original.apply(this, args));
         }
       : function (this: unknown, ...args: unknown[]) {
-          return runLocked(redlock, plan, args, () => method.apply(this, args));
+          return runLocked(redlock, plan, args, () => original.apply(this, args));
         };
-    Object.defineProperty(locked, 'name', { value: method.name, configurable: true });
-    Object.defineProperty(locked, 'length', { value: method.length, configurable: true });
-    for (const key of Reflect.getMetadataKeys(method)) {
-      Reflect.defineMetadata(key, Reflect.getMetadata(key, method), locked);
-    }
-    installed.add(locked);
+    copyIdentity(method, locked);
     return locked;
   }
+}
+
+/** Handlers of gateways and resolvers, which are providers: Nest dispatches them, through the interceptor. */
+function isDispatched(method: Function): boolean {
+  const transport = HandlerArgs.transportOf(method);
+  return transport === 'ws' || transport === 'graphql';
 }

@@ -10,29 +10,42 @@ import { HttpAdapterHost, Reflector } from '@nestjs/core';
 import { throwError, type Observable } from 'rxjs';
 import { RedlockError } from './core/errors.js';
 import { Redlock } from './core/redlock.js';
+import type { RedlockEngine } from './core/redlock-engine.js';
+import { HandlerArgs, type HandlerTransport } from './handler-args.js';
 import { lockHttpException, setRetryAfter } from './lock-http-exception.js';
+import { LockKeyArgumentError } from './lock-key-argument.error.js';
+import { LockKeyBadRequestException } from './lock-key-bad-request.exception.js';
 import { LockPlanner, type LockPlan } from './lock-plan.js';
 import { observeLocked } from './locked-call.js';
 import type { RedlockSettings } from './module-settings.js';
 import { REDLOCK_SETTINGS, WITH_LOCK } from './redlock.constants.js';
-import { RouteArgs } from './route-args.js';
+import { transportLockException } from './transport-lock-exception.js';
+
+const TRANSPORTS: ReadonlySet<string> = new Set<HandlerTransport>(['http', 'rpc', 'ws', 'graphql']);
 
 /**
- * Applies `@WithLock` to controller handlers (registered by `RedlockModule` as a global
- * interceptor; handlers without the decorator pass straight through). The lock is taken before
- * the handler runs and held until its result completes, errors, or is unsubscribed.
+ * Applies `@WithLock` to the handlers Nest dispatches: HTTP routes, microservice message and
+ * event handlers, websocket gateway handlers, GraphQL resolvers (registered by `RedlockModule`
+ * as a global interceptor; handlers without the decorator pass straight through). The lock is
+ * taken before the handler runs and held until its result completes, errors, or is
+ * unsubscribed. `{N}` in a key is the handler's Nth parameter on every transport.
  *
- * In HTTP contexts a lock that cannot be taken becomes 409 (held elsewhere, with `Retry-After`)
- * or 503 (too few masters); elsewhere the core error is thrown as is. To change that, set the
- * `errorMapper` option, or subclass and override `toHttpException` and register the subclass
- * with `RedlockModule.forRoot({ ..., interceptor: MyInterceptor })`.
+ * A lock that cannot be had becomes the transport's own error: over HTTP 409 (held elsewhere,
+ * with `Retry-After`), 503 (too few masters), or 400 when an argument the client sent cannot
+ * form the key; elsewhere an `RpcException`, a `WsException` or a `GraphQLError` carrying the same
+ * facts (`lockErrorPayload`). Under `onLocked: 'skip'` a handler whose lock is held elsewhere
+ * does not run and the call yields undefined: over HTTP the route's status with an empty body,
+ * an empty reply to a message, no reply on a websocket, null in GraphQL. To change the mapping,
+ * set the `errorMapper` option, or subclass and override `toHttpException` or
+ * `toTransportException` and register the subclass with
+ * `RedlockModule.forRoot({ ..., interceptor: MyInterceptor })`.
  */
 @Injectable()
 export class RedlockInterceptor implements NestInterceptor {
-  readonly #routeArgs = new WeakMap<Function, RouteArgs>();
+  readonly #handlerArgs = new WeakMap<Function, HandlerArgs>();
 
   constructor(
-    protected readonly redlock: Redlock,
+    @Inject(Redlock) protected readonly redlock: RedlockEngine,
     protected readonly planner: LockPlanner,
     protected readonly reflector: Reflector,
     @Inject(REDLOCK_SETTINGS) protected readonly settings: RedlockSettings,
@@ -47,40 +60,52 @@ export class RedlockInterceptor implements NestInterceptor {
     try {
       const owner = context.getClass();
       plan = this.planner.planFor(owner, handler.name, handler)!;
-      // HTTP handlers get their arguments from parameter decorators, resolved after interceptors
-      // run; other transports (RPC) hand the handler the context's arguments as they are.
-      args = context.getType() === 'http' ? this.routeArgs(owner, handler).read(context, plan.key.argIndexes) : context.getArgs();
+      // Interceptors run before Nest builds the handler's arguments: read them as it will.
+      args = this.handlerArgs(owner, handler, context.getType())?.read(context, plan.key.argIndexes) ?? context.getArgs();
     } catch (error) {
       return throwError(() => error);
     }
     return observeLocked(this.redlock, plan, args, () => next.handle(), {
       mapAcquireError: (error) => this.mapError(error, context),
+      emitOnSkip: true,
     });
   }
 
   /**
    * The default HTTP mapping of a lock that could not be taken: 409 with `Retry-After` when
-   * another owner holds it, 503 when too few masters answered; anything else unchanged.
+   * another owner holds it, 503 when too few masters answered, 400 when a key argument from the
+   * request cannot form the key; anything else unchanged.
    */
   protected toHttpException(error: RedlockError, context: ExecutionContext): unknown {
-    const exception = lockHttpException(error);
+    const exception = error instanceof LockKeyArgumentError ? LockKeyBadRequestException.fromError(error) : lockHttpException(error);
     if (!exception) return error;
     setRetryAfter(exception, context.switchToHttp().getResponse(), this.adapterHost);
     return exception;
   }
 
+  /**
+   * The default mapping on the other transports (`context.getType()` 'rpc', 'ws' or 'graphql'):
+   * `RpcException`, `WsException` or `GraphQLError`, the transport's package loaded on first use;
+   * anything else unchanged. May return a promise of the exception.
+   */
+  protected toTransportException(error: RedlockError, context: ExecutionContext): unknown {
+    return transportLockException(error, context.getType());
+  }
+
   private mapError(error: unknown, context: ExecutionContext): unknown {
     if (!(error instanceof RedlockError)) return error;
     if (this.settings.errorMapper) return this.settings.errorMapper(error, context);
-    return context.getType() === 'http' ? this.toHttpException(error, context) : error;
+    return context.getType() === 'http' ? this.toHttpException(error, context) : this.toTransportException(error, context);
   }
 
-  private routeArgs(owner: Function, handler: Function): RouteArgs {
-    let routeArgs = this.#routeArgs.get(handler);
-    if (!routeArgs) {
-      routeArgs = new RouteArgs(owner, handler.name);
-      this.#routeArgs.set(handler, routeArgs);
+  /** How the handler gets its arguments on this transport; undefined on one Nest does not ship. */
+  private handlerArgs(owner: Function, handler: Function, transport: string): HandlerArgs | undefined {
+    if (!TRANSPORTS.has(transport)) return undefined;
+    let handlerArgs = this.#handlerArgs.get(handler);
+    if (handlerArgs?.transport !== transport) {
+      handlerArgs = new HandlerArgs(owner, handler, transport as HandlerTransport);
+      this.#handlerArgs.set(handler, handlerArgs);
     }
-    return routeArgs;
+    return handlerArgs;
   }
 }

@@ -1,14 +1,18 @@
 import type { ExecutionContext, Type } from '@nestjs/common';
-import type { Redis, RedisOptions } from 'ioredis';
+import type { Cluster, Redis, RedisOptions } from 'ioredis';
 import type { RedlockError } from './core/errors.js';
 import type { RedlockOptions } from './core/redlock-options.js';
 import type { RedlockInterceptor } from './redlock.interceptor.js';
 
 /**
  * What a decorated call does when another owner holds the lock: `wait` retries until the
- * lock is free or `waitTimeoutMs` runs out; `fail` gives up after one round.
+ * lock is free or `waitTimeoutMs` runs out; `fail` gives up after one round with
+ * `LockHeldError` (409 over HTTP); `skip` gives up after one round without running the method,
+ * which returns `undefined` (a scheduled job that another replica is running already).
+ * `skip` is only for "held elsewhere": a lock that cannot be had because too few masters
+ * answer is still an error, so a job cannot silently stop running while Redis is down.
  */
-export type OnLocked = 'wait' | 'fail';
+export type OnLocked = 'wait' | 'fail' | 'skip';
 
 /** A key function receives the method's arguments and names the resource(s) to lock. */
 export type LockKeyFunction = (...args: any[]) => string | readonly string[];
@@ -39,7 +43,8 @@ export interface WithLockMetadata {
 
 /** The wait policy `@WithLock` methods follow when they do not set their own. */
 export interface DefaultWait {
-  onLocked?: OnLocked;
+  /** `skip` is not a default: a method skips only where it says so, or calls would vanish unnoticed. */
+  onLocked?: Exclude<OnLocked, 'skip'>;
   waitTimeoutMs?: number;
 }
 
@@ -49,8 +54,8 @@ export interface DefaultWait {
  */
 export type RedlockErrorMapper = (error: RedlockError, context: ExecutionContext) => unknown;
 
-/** One Redis master: a `redis://` or `rediss://` URL, ioredis options, or a client you own. */
-export type RedlockNode = string | RedisOptions | Redis;
+/** One voter: a `redis://` or `rediss://` URL, ioredis options, or a client you own (a Redis Cluster client counts as one voter). */
+export type RedlockNode = string | RedisOptions | Redis | Cluster;
 
 export interface RedlockModuleOptions extends RedlockOptions {
   /**
@@ -63,7 +68,10 @@ export interface RedlockModuleOptions extends RedlockOptions {
   defaultTtlMs?: number;
   /** Wait policy of `@WithLock` methods that set none. Default `{ onLocked: 'wait' }`. */
   defaultWait?: DefaultWait;
-  /** Replaces the default HTTP mapping (409 / 503) of lock failures on decorated routes. */
+  /**
+   * Replaces the default mapping of lock failures on decorated handlers: 409 / 503 / 400 over
+   * HTTP, `RpcException`, `WsException` or `GraphQLError` on the other transports.
+   */
   errorMapper?: RedlockErrorMapper;
 }
 

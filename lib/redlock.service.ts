@@ -2,6 +2,7 @@ import { Inject, Injectable, type OnApplicationShutdown } from '@nestjs/common';
 import type { Lock } from './core/lock.js';
 import { currentScope, type LockSession } from './core/lock-session.js';
 import { Redlock, type AcquireOptions, type LockedRoutine, type UsingOptions } from './core/redlock.js';
+import type { RedlockEngine } from './core/redlock-engine.js';
 import type { RedlockSettings } from './module-settings.js';
 import { RedisConnections } from './redis-connections.js';
 import { REDLOCK_SETTINGS } from './redlock.constants.js';
@@ -17,14 +18,19 @@ type Resources = string | readonly string[];
 @Injectable()
 export class RedlockService implements OnApplicationShutdown {
   constructor(
-    private readonly engine: Redlock,
+    // Injected by the Redlock class; RedlockTestingModule provides its in-memory engine under it.
+    @Inject(Redlock) private readonly engine: RedlockEngine,
     private readonly connections: RedisConnections,
     @Inject(REDLOCK_SETTINGS) private readonly settings: RedlockSettings,
   ) {}
 
-  /** The underlying engine, for everything this service does not wrap. */
+  /**
+   * The underlying engine, for everything this service does not wrap. Under
+   * `RedlockTestingModule` it is the `InMemoryRedlock`, which answers the calls of
+   * `RedlockEngine` and has no masters (`nodes` is empty).
+   */
   get redlock(): Redlock {
-    return this.engine;
+    return this.engine as Redlock;
   }
 
   /** Acquires the lock, waiting per the options while another owner holds it. Release it yourself. */

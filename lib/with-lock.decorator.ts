@@ -3,15 +3,16 @@ import type { LockKey, WithLockMetadata, WithLockOptions } from './redlock.inter
 
 /**
  * Runs the method holding a Redlock on `key`: acquired before, extended while it runs,
- * released after (also on error). On controller handlers `RedlockInterceptor` applies it; on
- * other providers (services, scheduled jobs, queue consumers) `RedlockExplorer` wraps the
- * method at bootstrap.
+ * released after (also on error). On handlers Nest dispatches (routes, message handlers,
+ * gateway handlers, resolvers) `RedlockInterceptor` applies it; on other providers (services,
+ * scheduled jobs, queue consumers) `RedlockExplorer` wraps the method at bootstrap.
  *
  * The decorator itself only records metadata on the method, like `SetMetadata`, so its order
  * among `@Get()`, `@UseGuards()` or any other decorator does not matter.
  *
  * @param key a template such as `'order:{0}'` or `'user:{1.user.id}'` (`{N}`: argument N of
- *   the method, then an optional property path), an array of them, or a function of the arguments.
+ *   the method, on a handler its Nth parameter as its parameter decorator gives it; then an
+ *   optional property path), an array of them, or a function of the arguments.
  * @param ttlOrOptions the ttl in ms, or options.
  */
 export function WithLock(key: LockKey, ttlOrOptions?: number | WithLockOptions): MethodDecorator {

@@ -13,10 +13,19 @@ const FACTORIES = {
   'redlock-universal': () => new RedlockUniversalAdapter(),
 } satisfies Record<string, () => LockAdapter>;
 
-export type LibraryId = keyof typeof FACTORIES;
+/**
+ * Ours in another configuration, measured only when asked for (bench/telemetry.ts): never a
+ * peer, never in the main report.
+ */
+const VARIANTS = {
+  'nestjs-redlock+otel': () => new NestjsRedlockAdapter({ telemetry: {} }),
+} satisfies Record<string, () => LockAdapter>;
+
+export type LibraryId = keyof typeof FACTORIES | keyof typeof VARIANTS;
 export const OURS: LibraryId = 'nestjs-redlock';
 export const LIBRARIES = Object.keys(FACTORIES) as LibraryId[];
 
 export function createAdapter(id: LibraryId): LockAdapter {
-  return FACTORIES[id]() as LockAdapter;
+  const factory = id in VARIANTS ? VARIANTS[id as keyof typeof VARIANTS] : FACTORIES[id as keyof typeof FACTORIES];
+  return factory() as LockAdapter;
 }

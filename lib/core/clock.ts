@@ -1,8 +1,10 @@
-import { performance } from 'node:perf_hooks';
-
-/** Monotonic milliseconds: wall-clock jumps (NTP, manual changes) must not stretch a lock. */
+/**
+ * Monotonic milliseconds: wall-clock jumps (NTP, manual changes) must not stretch a lock.
+ * Read from the global `performance` at each call (the same object as node:perf_hooks'), so
+ * that fake timers, which replace it, move locks' clocks along with their timers in tests.
+ */
 export function monotonicNow(): number {
-  return performance.now();
+  return globalThis.performance.now();
 }
 
 /**

@@ -1,8 +1,21 @@
 export { Redlock, type AcquireOptions, type UsingOptions, type LockedRoutine } from './redlock.js';
+export type { RedlockEngine } from './redlock-engine.js';
 export { Lock, type ReleaseResult } from './lock.js';
 export { autoExtend } from './auto-extender.js';
 export { currentScope, LockSession, type LockScope } from './lock-session.js';
 export type { NodeOutcome, NodeStatus } from './node-outcome.js';
+export type {
+  AcquireObserver,
+  AcquireOutcome,
+  CallObserver,
+  CallOutcome,
+  ExtensionOutcome,
+  LostReason,
+  MasterAddress,
+  MasterFailure,
+  MasterOperation,
+  RedlockInstrumentation,
+} from './instrumentation.js';
 export { MAX_TTL_MS, type RedlockOptions, type RedlockLogger, type WaitOptions } from './redlock-options.js';
 export {
   RedlockError,

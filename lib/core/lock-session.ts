@@ -1,5 +1,9 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
+import { autoExtend } from './auto-extender.js';
+import { InvalidArgumentError } from './errors.js';
 import type { Lock, ReleaseResult } from './lock.js';
+import type { AcquireOptions, LockedRoutine, UsingOptions } from './redlock.js';
+import { checkCallOptions, checkResources, checkTtl } from './redlock-options.js';
 
 /** The locks the current async context holds on one engine, and the signal that covers them all. */
 export interface LockScope {
@@ -60,5 +64,45 @@ export class LockSession {
       ? Promise.resolve(undefined)
       : (this.#stopExtending?.(), this.lock.release());
     return this.#exit;
+  }
+}
+
+/** What entering a session asks of an engine: the production engine and the in-memory one alike. */
+export interface SessionEngine {
+  readonly options: { readonly maxResources: number };
+  acquire(resources: readonly string[], ttlMs: number, options: AcquireOptions): Promise<Lock>;
+}
+
+/**
+ * `enter` of every engine: acquires (or re-enters, when this context already holds every
+ * resource) and starts auto-extension. Only the resources not yet held are acquired.
+ */
+export async function enterSession(engine: SessionEngine, resources: string | readonly string[], ttlMs: number, options: UsingOptions): Promise<LockSession> {
+  const list = checkResources(resources, engine.options.maxResources);
+  checkTtl('ttlMs', ttlMs);
+  checkCallOptions(options);
+  const outer = currentScope(engine);
+  const missing = outer ? list.filter((resource) => !outer.locks.has(resource)) : list;
+  if (outer && missing.length === 0) {
+    return new LockSession(engine, outer.locks.get(list[0]!)!, outer.signal, true, undefined);
+  }
+  const lock = await engine.acquire(missing, ttlMs, options);
+  const stop = options.autoExtend === false ? undefined : autoExtend(lock, ttlMs);
+  const signal = outer ? AbortSignal.any([outer.signal, lock.signal]) : lock.signal;
+  return new LockSession(engine, lock, signal, false, stop);
+}
+
+/** `using` of every engine: the routine runs in a session, which is always exited afterwards. */
+export async function runInSession<T>(
+  enter: () => Promise<LockSession>,
+  routine: LockedRoutine<T>,
+): Promise<T> {
+  // Checked before the lock is taken: a routine that cannot run must not cost a lock cycle.
+  if (typeof routine !== 'function') throw new InvalidArgumentError('routine', routine, 'expected a function');
+  const session = await enter();
+  try {
+    return await session.run(() => routine(session.signal, session.lock));
+  } finally {
+    await session.exit();
   }
 }

@@ -25,6 +25,8 @@ export interface ReleaseResult {
 export interface LockEngine {
   extendLock(lock: Lock, ttlMs: number): Promise<void>;
   releaseLock(lock: Lock): Promise<ReleaseResult>;
+  /** Told when the lock's signal fires, before its listeners run (for instrumentation). */
+  lockLost?(lock: Lock, error: unknown): void;
 }
 
 /** What a lock shows of itself when serialised or inspected: nothing that grants access. */
@@ -178,7 +180,18 @@ export class Lock {
   markLost(error: LockLostError | Error): void {
     clearTimeout(this.#deadlineTimer);
     this.#lost ??= new AbortController();
-    if (!this.#lost.signal.aborted) this.#lost.abort(error);
+    if (this.#lost.signal.aborted) return;
+    // First: a listener may release the lock, and the loss must be known before the release.
+    this.#engine.lockLost?.(this, error);
+    this.#lost.abort(error);
+  }
+
+  /**
+   * @internal Whether the lock ran out of validity without its signal firing (nobody armed it),
+   * as of now; false once the signal has fired.
+   */
+  expiredUnnoticed(): boolean {
+    return !this.#lost?.signal.aborted && this.#deadline <= monotonicNow();
   }
 
   #armDeadline(): void {

@@ -3,12 +3,7 @@ import type { NodeStatus } from './node-outcome.js';
 import { inFlight, type RoundResult } from './quorum-round.js';
 import type { RedisNode } from './redis-node.js';
 import type { Waiter } from './waiter.js';
-
-/** Key names of a resource on the masters. */
-export interface KeyNames {
-  readonly keyPrefix: string;
-  readonly queueKeyPrefix: string;
-}
+import type { KeyNames } from './key-names.js';
 
 /**
  * A waiter's entries in the masters' fair queues (one hash per resource): an entry that
@@ -22,7 +17,7 @@ export class QueueEntries {
   ) {}
 
   keys(resources: readonly string[]): string[] {
-    return resources.map((resource) => this.names.queueKeyPrefix + resource);
+    return resources.map((resource) => this.names.queue(resource));
   }
 
   /**
@@ -32,7 +27,7 @@ export class QueueEntries {
    */
   leave(resources: readonly string[], waiter: Waiter, nodes: readonly RedisNode[] = this.nodes): void {
     if (!waiter.id || nodes.length === 0) return;
-    const keys = [...resources.map((resource) => this.names.keyPrefix + resource), ...this.keys(resources)];
+    const keys = [...resources.map((resource) => this.names.lock(resource)), ...this.keys(resources)];
     setImmediate(() => {
       for (const node of nodes) node.run(LEAVE_SCRIPT, keys, [QUEUE_ENTRY_STAY_MS, waiter.id]).catch(() => {});
     });

@@ -1,6 +1,9 @@
+import { monotonicNow } from './clock.js';
+import type { MasterFailure } from './instrumentation.js';
 import type { NodeOutcome } from './node-outcome.js';
 import type { RedisNode } from './redis-node.js';
-import { errorText, NodeQuarantinedError } from './redis-node.js';
+import { errorText, NodeQuarantinedError, NodeReconnectedError } from './redis-node.js';
+import { AckedReply } from './replica-acks.js';
 
 export interface RoundReply {
   granted: boolean;
@@ -11,6 +14,15 @@ export interface RoundOptions {
   readonly quorum: number;
   /** One deadline for the whole round: a node that has not answered by then counts as timed out. */
   readonly timeoutMs: number;
+  /**
+   * Told once per node whose request failed, or was not answered by the deadline: at the deadline
+   * while the round waits for it, or when a straggler of a round decided without it answers
+   * late (its outcome lands as it answers; only the report says it was late). A request that is
+   * never answered after its round was decided is not reported: watching every straggler to its
+   * deadline costs a timer that outlives the round, on every round. Quarantined votes are not
+   * failures of the request.
+   */
+  readonly onFailure?: (index: number, failure: MasterFailure) => void;
 }
 
 export interface RoundResult {
@@ -41,6 +53,17 @@ export function runRound(
   let refused = 0;
   let answered = 0;
   const requests: Promise<unknown>[] = [];
+  const onFailure = options.onFailure;
+  // Without a listener, nothing of the reporting is made: no closure, no clock read.
+  const deadline = onFailure ? monotonicNow() + options.timeoutMs : 0;
+  let reported: boolean[] | undefined;
+  const report = onFailure
+    ? (index: number, failure: MasterFailure) => {
+        if (reported?.[index]) return;
+        (reported ??= [])[index] = true;
+        onFailure(index, failure);
+      }
+    : undefined;
 
   return new Promise<RoundResult>((resolve) => {
     let settled = false;
@@ -53,21 +76,22 @@ export function runRound(
     const decided = () => granted >= options.quorum || answered - granted > total - options.quorum;
 
     const timer = setTimeout(() => {
-      for (const outcome of outcomes) {
-        if (outcome.status === 'pending') {
-          outcome.status = 'timeout';
-          outcome.error = `no reply within ${options.timeoutMs} ms`;
-        }
-      }
+      outcomes.forEach((outcome, index) => {
+        if (outcome.status !== 'pending') return;
+        outcome.status = 'timeout';
+        outcome.error = `no reply within ${options.timeoutMs} ms`;
+        report?.(index, 'timeout');
+      });
       finish();
     }, options.timeoutMs);
 
-    const failed = (outcome: NodeOutcome, error: unknown) => {
+    const failed = (outcome: NodeOutcome, index: number, error: unknown) => {
       if (error instanceof NodeQuarantinedError) {
         outcome.status = 'quarantined';
         outcome.quarantinedForMs = Math.ceil(error.remainingMs);
       } else {
         outcome.status = 'error';
+        report?.(index, 'error');
       }
       outcome.error = errorText(error);
       answered++;
@@ -76,6 +100,9 @@ export function runRound(
 
     nodes.forEach((node, index) => {
       const outcome = outcomes[index]!;
+      // ioredis re-sends a request in flight when the connection breaks, over the next connection,
+      // maybe to another server (a restart, a failover) that nobody identified: its reply is no vote.
+      const connection = node.connection;
       let request: Promise<unknown>;
       try {
         request = send(node, index);
@@ -86,12 +113,19 @@ export function runRound(
       request.then(
         (reply) => {
           if (outcome.status !== 'pending') return; // too late: already counted as timed out
+          // A straggler of a round decided without it, answering after the deadline.
+          if (report && settled && monotonicNow() > deadline) report(index, 'timeout');
+          if (node.connection !== connection) {
+            failed(outcome, index, new NodeReconnectedError());
+            return;
+          }
           let vote: RoundReply;
           try {
-            vote = interpret(reply);
+            // With replicaAcks, a grant counts only once enough replicas acknowledged it.
+            vote = reply instanceof AckedReply ? reply.vote(interpret) : interpret(reply);
           } catch (error) {
             // A reply of the wrong shape is this master's error in the round, never the caller's crash.
-            failed(outcome, error);
+            failed(outcome, index, error);
             return;
           }
           const { granted: ok, value } = vote;
@@ -103,7 +137,7 @@ export function runRound(
           if (decided()) finish();
         },
         (error: unknown) => {
-          if (outcome.status === 'pending') failed(outcome, error);
+          if (outcome.status === 'pending') failed(outcome, index, error);
         },
       );
     });

@@ -2,6 +2,7 @@ import type { Redis, RedisKey } from 'ioredis';
 import { monotonicNow } from './clock.js';
 import { CommandBatch, TickLane } from './command-batch.js';
 import { InvalidArgumentError } from './errors.js';
+import type { MasterAddress } from './instrumentation.js';
 import {
   freedPerKey,
   QUEUE_ENTRY_STAY_MS,
@@ -13,6 +14,8 @@ import {
   type LuaScript,
 } from './lua-scripts.js';
 import { redactCredentials } from './redact.js';
+import { AckedReply, shortestWait, waitForReplicas, type ReplicaWait } from './replica-acks.js';
+import { isSentinelManaged, sentinelAddress, sentinelKeys, sentinelVoterProblem, type SentinelAddressOptions } from './sentinel-voter.js';
 
 /** What the engine learns when a master's identity check finds it restarted or replaced. */
 export interface NodeRestart {
@@ -35,6 +38,8 @@ interface TakeRequest {
   readonly key: string;
   readonly token: string;
   readonly ttlMs: number;
+  /** With replicaAcks: the replicas that must acknowledge the take before it counts. */
+  readonly acks: ReplicaWait | undefined;
 }
 
 /** A vote that must not count yet: the master restarted within the quarantine window. */
@@ -44,6 +49,17 @@ export class NodeQuarantinedError extends Error {
     readonly remainingMs: number,
   ) {
     super(`restarted recently; quarantined for ${Math.ceil(remainingMs)} ms more`);
+  }
+}
+
+/**
+ * A reply that must not count: the connection broke while the request was in flight and ioredis
+ * sent it again over the next one, to a server this engine has not identified (a restarted
+ * master, a promoted replica).
+ */
+export class NodeReconnectedError extends Error {
+  constructor() {
+    super('the connection was re-established while the request was in flight; the reply may come from another server');
   }
 }
 
@@ -65,16 +81,19 @@ export class NodeDuplicateError extends Error {
  * process behind the connection started, for the restart quarantine.
  */
 export class RedisNode {
-  /** `host:port` (or the socket path): safe to log, never carries credentials. */
+  /** `host:port`, the socket path, or `sentinel:<name>@<first sentinel>`: safe to log, never carries credentials. */
   readonly name: string;
+  readonly address: MasterAddress;
   #startedAt: number | undefined;
   #runId: string | undefined;
   #identifying: Promise<void> | undefined;
   #watching = false;
+  #closes = 0;
   readonly #lane = new TickLane();
   readonly #takes = new CommandBatch<TakeRequest, unknown>(this.#lane, {
-    one: (item) => this.#sendTake(item),
-    many: (items) => this.#sendTakes(items),
+    one: (item) => (item.acks ? this.#sendTakeAcked(item, item.acks) : this.#sendTake(item)),
+    // One engine's requests: all of a batch ask for acknowledgements, or none does.
+    many: (items) => (items[0]!.acks ? this.#sendTakesAcked(items) : this.#sendTakes(items)),
   });
   readonly #frees = new CommandBatch<FreeRequest, number>(this.#lane, {
     one: (item) => this.#sendFree(item),
@@ -83,12 +102,16 @@ export class RedisNode {
   });
 
   constructor(readonly client: Redis) {
-    this.name = nodeName(client);
+    this.address = masterAddress(client);
+    this.name = this.address.name;
   }
 
-  /** SET NX PX of one key: TAKEN, or the PTTL of the key that is in the way (TAKE_SCRIPT). */
-  take(key: string, token: string, ttlMs: number): Promise<unknown> {
-    return this.#takes.add({ key, token, ttlMs });
+  /**
+   * SET NX PX of one key: TAKEN, or the PTTL of the key that is in the way (TAKE_SCRIPT). With
+   * `acks`, a grant comes as an AckedReply: how many replicas acknowledged it.
+   */
+  take(key: string, token: string, ttlMs: number, acks?: ReplicaWait): Promise<unknown> {
+    return this.#takes.add({ key, token, ttlMs, acks });
   }
 
   /** Compare-and-delete of a lock's keys (RELEASE_SCRIPT): how many were ours and are freed now. */
@@ -108,6 +131,32 @@ export class RedisNode {
     }
   }
 
+  /**
+   * `run` for a script whose grant is a vote (acquire, extend, fence). With `acks`, WAIT goes out
+   * right behind it, pipelined (no round trip before the write, one wait after it), and the
+   * reply comes as an AckedReply.
+   */
+  write(script: LuaScript, keys: readonly string[], args: readonly (string | number)[], acks: ReplicaWait | undefined): Promise<unknown> {
+    return acks ? this.#runAcked(script, keys, args, acks) : this.run(script, keys, args);
+  }
+
+  async #runAcked(script: LuaScript, keys: readonly string[], args: readonly (string | number)[], wait: ReplicaWait): Promise<AckedReply> {
+    const argv = [...keys, ...args] as RedisKey[];
+    const sent = this.client.evalsha(script.sha, keys.length, argv);
+    let acked = waitForReplicas(this.client, wait);
+    let reply: unknown;
+    try {
+      reply = await sent;
+    } catch (error) {
+      if (!isNoScript(error)) throw error;
+      // That WAIT ran behind a script that never ran: wait again, behind the one that does.
+      const resent = this.client.eval(script.source, keys.length, argv);
+      acked = waitForReplicas(this.client, wait);
+      reply = await resent;
+    }
+    return new AckedReply(reply, await acked, wait);
+  }
+
   /** Alone: a plain command, no script to run; only a refusal costs a second one. */
   async #sendTake({ key, token, ttlMs }: TakeRequest): Promise<unknown> {
     if ((await this.client.set(key, token, 'PX', ttlMs, 'NX')) === 'OK') return TAKEN;
@@ -122,6 +171,24 @@ export class RedisNode {
     // right behind it on this connection (the engine's releaseKeys relies on it). The source is
     // a few hundred bytes for a whole tick's takes.
     return takesPerKey(await this.client.eval(TAKE_SCRIPT.source, keys.length, [...keys, ...args] as RedisKey[]), items.length);
+  }
+
+  /** SET NX with its WAIT pipelined behind it; a refusal needs no acknowledgement. */
+  async #sendTakeAcked({ key, token, ttlMs }: TakeRequest, wait: ReplicaWait): Promise<unknown> {
+    const set = this.client.set(key, token, 'PX', ttlMs, 'NX');
+    const acked = waitForReplicas(this.client, wait);
+    if ((await set) === 'OK') return new AckedReply(TAKEN, await acked, wait);
+    return this.client.pttl(key);
+  }
+
+  /** One WAIT behind the tick's script covers every key it set: one wait for the whole batch. */
+  async #sendTakesAcked(items: readonly TakeRequest[]): Promise<readonly unknown[]> {
+    const wait = shortestWait(items.map((item) => item.acks!));
+    const replies = this.#sendTakes(items); // the EVAL is on the connection when this returns
+    const acked = waitForReplicas(this.client, wait);
+    const perKey = await replies;
+    const count = await acked;
+    return perKey.map((reply) => new AckedReply(reply, count, wait));
   }
 
   /** Alone: one lock's keys; a one-key lock, the common case, by the lighter script. */
@@ -160,6 +227,7 @@ export class RedisNode {
     if (!this.#watching) {
       this.#watching = true;
       this.client.on('close', () => {
+        this.#closes++;
         this.#startedAt = undefined;
         this.#identifying = undefined;
       });
@@ -169,6 +237,14 @@ export class RedisNode {
       if (this.#startedAt === undefined) this.#identifying = undefined;
     });
     return this.#identifying;
+  }
+
+  /**
+   * How many times the connection has closed since the engine first identified it: a request
+   * whose reply arrives with another count than it left with crossed a reconnection.
+   */
+  get connection(): number {
+    return this.#closes;
   }
 
   /** When the server started, on our monotonic clock (never earlier than it really did). */
@@ -209,20 +285,47 @@ function isNoScript(error: unknown): boolean {
   return error instanceof Error && error.message.startsWith('NOSCRIPT');
 }
 
-interface AddressOptions {
+interface AddressOptions extends SentinelAddressOptions {
   host?: string;
   port?: number;
   path?: string;
-  sentinels?: unknown[] | null;
-  name?: string | null;
+}
+
+function addressOptions(client: Redis): AddressOptions {
+  return (client as unknown as { options?: AddressOptions }).options ?? {};
 }
 
 export function nodeName(client: Redis): string {
-  const options = (client as unknown as { options?: AddressOptions }).options ?? {};
-  if (options.sentinels && options.sentinels.length > 0) return `sentinel:${options.name ?? 'master'}`;
-  if (options.path) return options.path;
+  return masterAddress(client).name;
+}
+
+/** The master's name, and its host and port apart (telemetry's `server.address`, `server.port`). */
+export function masterAddress(client: Redis): MasterAddress {
+  const cluster = clusterAddress(client);
+  if (cluster) return cluster;
+  const options = addressOptions(client);
+  if (isSentinelManaged(options)) return sentinelAddress(options);
+  if (options.path) return { name: options.path, address: options.path, port: undefined };
   const host = options.host ?? 'localhost';
-  return `${host.includes(':') ? `[${host}]` : host}:${options.port ?? 6379}`;
+  const port = options.port ?? 6379;
+  return { name: `${host.includes(':') ? `[${host}]` : host}:${port}`, address: host, port };
+}
+
+/** A Redis Cluster client is one voter, named after the first node it was given to find the cluster. */
+function clusterAddress(client: Redis): MasterAddress | undefined {
+  const cluster = client as unknown as { isCluster?: boolean; startupNodes?: ({ host?: string; port?: number } | string | number)[] };
+  if (cluster.isCluster !== true) return undefined;
+  const first = cluster.startupNodes?.[0];
+  const host = typeof first === 'object' ? (first.host ?? 'localhost') : typeof first === 'string' ? first.replace(/^.*@/, '') : 'localhost';
+  const port = typeof first === 'object' ? (first.port ?? 6379) : typeof first === 'number' ? first : undefined;
+  const address = port === undefined ? host : `${host}:${port}`;
+  return { name: `cluster:${address}`, address: host, port };
+}
+
+/** The names that mean one master, for refusing it twice: its address, or each of its sentinels. */
+export function voterKeys(client: Redis): string[] {
+  const options = addressOptions(client);
+  return isSentinelManaged(options) ? sentinelKeys(options) : [masterAddress(client).name];
 }
 
 export function errorText(error: unknown): string {
@@ -234,7 +337,11 @@ export function errorText(error: unknown): string {
  * The masters for an engine, checked: at least one, each an ioredis client, no client and no
  * address twice.
  */
-export function mastersFrom(clients: Redis | readonly Redis[]): RedisNode[] {
+export function mastersFrom(
+  clients: Redis | readonly Redis[],
+  /** Makes the voter for a client: ClusterVoter for a Redis Cluster (see voters.ts). */
+  voterFor: (client: Redis) => RedisNode = (client) => new RedisNode(client),
+): RedisNode[] {
   const list = (Array.isArray(clients) ? clients : [clients]) as readonly Redis[];
   if (list.length === 0) throw new InvalidArgumentError('clients', clients, 'expected at least one Redis master');
   const nodes: RedisNode[] = [];
@@ -246,13 +353,20 @@ export function mastersFrom(clients: Redis | readonly Redis[]): RedisNode[] {
     if (list.indexOf(client) !== index) {
       throw new InvalidArgumentError(`clients[${index}]`, 'the same client', `already given as clients[${list.indexOf(client)}]`);
     }
-    const node = new RedisNode(client);
-    const earlier = seen.get(node.name);
-    if (earlier !== undefined) {
-      // Two databases of one server are not independent masters: one crash takes both votes.
-      throw new InvalidArgumentError(`clients[${index}]`, node.name, `same address as clients[${earlier}]`);
+    const options = addressOptions(client);
+    const problem = isSentinelManaged(options) ? sentinelVoterProblem(options) : undefined;
+    if (problem) throw new InvalidArgumentError(`clients[${index}].role`, options.role, problem);
+    const node = voterFor(client);
+    // A Sentinel-managed master is known by each of its sentinels: sharing one is the same master.
+    const names = voterKeys(client);
+    for (const name of names) {
+      const earlier = seen.get(name);
+      if (earlier !== undefined) {
+        // Two databases of one server are not independent masters: one crash takes both votes.
+        throw new InvalidArgumentError(`clients[${index}]`, node.name, `same address as clients[${earlier}]`);
+      }
     }
-    seen.set(node.name, index);
+    for (const name of names) seen.set(name, index);
     nodes.push(node);
   });
   return nodes;

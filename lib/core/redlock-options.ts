@@ -1,4 +1,5 @@
 import { InvalidArgumentError } from './errors.js';
+import type { RedlockInstrumentation } from './instrumentation.js';
 import { WAKE_CHANNEL_PREFIX } from './lua-scripts.js';
 
 export interface RedlockLogger {
@@ -71,6 +72,18 @@ export interface RedlockOptions extends WaitOptions {
    * tests of fresh servers).
    */
   restartQuarantineMs?: number | false;
+  /**
+   * Count a master's vote for a lock, an extension or a fence only once this many of its
+   * replicas acknowledged the write (Redis `WAIT`, sent right behind it, bounded by the round's
+   * node timeout): for masters managed by Sentinel, so that a failover to a replica that
+   * acknowledged loses no granted lock. Releases do not wait. Default 0 (off).
+   */
+  replicaAcks?: number;
+  /**
+   * Hooks for metrics and traces, called as locks are taken, held, extended, lost and released
+   * (`new RedlockTelemetry()` from `nestjs-redlock/opentelemetry`, or your own). Default: none.
+   */
+  instrumentation?: RedlockInstrumentation;
 }
 
 export interface ResolvedRedlockOptions {
@@ -92,6 +105,8 @@ export interface ResolvedRedlockOptions {
   readonly wakeups: boolean;
   /** A fixed window, `'max-ttl'` for the longest ttl used, or false for off. */
   readonly restartQuarantineMs: number | 'max-ttl' | false;
+  readonly replicaAcks: number;
+  readonly instrumentation: RedlockInstrumentation | undefined;
 }
 
 /** Large enough for any job that extends its lock, small enough to catch a unit mistake. */
@@ -129,6 +144,8 @@ export function resolveOptions(options: RedlockOptions = {}): ResolvedRedlockOpt
     queueKeyPrefix: options.queueKeyPrefix ?? DEFAULTS.queueKeyPrefix,
     wakeups: options.wakeups ?? true,
     restartQuarantineMs: options.restartQuarantineMs ?? ('max-ttl' as const),
+    replicaAcks: options.replicaAcks ?? 0,
+    instrumentation: options.instrumentation,
     ...resolveWait(options, DEFAULTS),
   };
   if (resolved.restartQuarantineMs !== false && resolved.restartQuarantineMs !== 'max-ttl') {
@@ -142,10 +159,14 @@ export function resolveOptions(options: RedlockOptions = {}): ResolvedRedlockOpt
   checkCount('maxExtensions', resolved.maxExtensions);
   checkDelay('fenceRetentionMs', resolved.fenceRetentionMs);
   checkPositiveInteger('maxResources', resolved.maxResources);
+  if (typeof resolved.replicaAcks !== 'number' || !Number.isSafeInteger(resolved.replicaAcks) || resolved.replicaAcks < 0) {
+    throw new InvalidArgumentError('replicaAcks', resolved.replicaAcks, 'expected a whole number of replicas, 0 (off) or more');
+  }
   const logger = resolved.logger as Partial<RedlockLogger> | null;
   if (logger === null || typeof logger !== 'object' || typeof logger.warn !== 'function') {
     throw new InvalidArgumentError('logger', resolved.logger, 'expected an object with a warn(message) method');
   }
+  checkInstrumentation(resolved.instrumentation);
   for (const name of ['fencing', 'fenceTimeFloor', 'wakeups'] as const) {
     if (typeof resolved[name] !== 'boolean') throw new InvalidArgumentError(name, resolved[name], 'expected true or false');
   }
@@ -182,6 +203,33 @@ function checkPrefixes(names: Pick<ResolvedRedlockOptions, 'keyPrefix' | 'fenceK
         names[name],
         `keys could collide with the ${other} prefix ${JSON.stringify(value(other))}: no prefix may begin another`,
       );
+    }
+  }
+}
+
+const INSTRUMENTATION_HOOKS = [
+  'acquireStarted',
+  'lockHeld',
+  'lockReleased',
+  'lockLost',
+  'extensionEnded',
+  'masterFailed',
+  'callStarted',
+] as const satisfies readonly (keyof RedlockInstrumentation)[];
+
+/** An object with at least one hook, each a function: a class passed without `new`, or a typo'd hook, fails here. */
+function checkInstrumentation(value: unknown): void {
+  if (value === undefined) return;
+  const expected = `expected an object with hook methods (${INSTRUMENTATION_HOOKS.join(', ')}), such as new RedlockTelemetry()`;
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) {
+    throw new InvalidArgumentError('instrumentation', value, expected);
+  }
+  const hooks = value as Record<string, unknown>;
+  const present = INSTRUMENTATION_HOOKS.filter((name) => hooks[name] !== undefined);
+  if (present.length === 0) throw new InvalidArgumentError('instrumentation', value, expected);
+  for (const name of present) {
+    if (typeof hooks[name] !== 'function') {
+      throw new InvalidArgumentError(`instrumentation.${name}`, hooks[name], 'expected a function');
     }
   }
 }

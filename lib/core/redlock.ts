@@ -1,17 +1,18 @@
 import { EventEmitter } from 'node:events';
 import type { Redis } from 'ioredis';
-import { autoExtend } from './auto-extender.js';
 import { monotonicNow, validityLeftMs } from './clock.js';
 import {
   AcquireAbortedError,
   ExtensionLimitError,
-  InvalidArgumentError,
   LockHeldError,
   LockLostError,
   QuorumUnreachableError,
 } from './errors.js';
+import { HeldLocks, type Acquisition } from './held-locks.js';
 import { Lock, type LockEngine, type ReleaseResult } from './lock.js';
-import { currentScope, LockSession } from './lock-session.js';
+import type { MasterFailure, MasterOperation } from './instrumentation.js';
+import { extensionOutcome, InstrumentationGuard, type GuardedAcquire } from './instrumentation-guard.js';
+import { enterSession, LockSession, runInSession } from './lock-session.js';
 import { nextFence } from './fence.js';
 import { checkMasters, type MastersHealth } from './master-health.js';
 import {
@@ -25,7 +26,11 @@ import {
   QUEUE_ENTRY_STAY_MS,
 } from './lua-scripts.js';
 import { inFlight, runRound, type RoundReply, type RoundResult } from './quorum-round.js';
-import { mastersFrom, type RedisNode } from './redis-node.js';
+import type { RedisNode } from './redis-node.js';
+import { prepareClusterVoters, votersFrom } from './voters.js';
+import { ClusterVoter } from './cluster-voter.js';
+import { KeyNames } from './key-names.js';
+import { replicaWait } from './replica-acks.js';
 import { LocalHandOver, lineOf } from './local-hand-over.js';
 import { LocalQueue } from './local-queue.js';
 import { QueueEntries } from './queue-entries.js';
@@ -82,26 +87,35 @@ export class Redlock extends EventEmitter implements LockEngine {
   /** floor(N/2) + 1. */
   readonly quorum: number;
   readonly options: ResolvedRedlockOptions;
-  readonly #held = new Set<Lock>();
-  #pruneHeldAt = 64;
-  readonly #acquisitions = new WeakMap<Lock, Acquisition>();
+  readonly #held: HeldLocks;
   readonly #quarantine: RestartQuarantine | undefined;
   readonly #admission: VoterAdmission;
   readonly #wakeups: ReleaseWakeups | undefined;
   readonly #localQueue = new LocalQueue();
   readonly #handOver = new LocalHandOver(this, this.#localQueue);
   readonly #entries: QueueEntries;
+  readonly #names: KeyNames;
+  readonly #instrumentation: InstrumentationGuard | undefined;
+  /** Per kind of round, what tells the instrumentation of a master's failure: made once, not per round. */
+  readonly #masterFailures: Record<MasterOperation, (index: number, failure: MasterFailure) => void> | undefined;
 
   constructor(clients: Redis | readonly Redis[], options: RedlockOptions = {}) {
     super();
     this.options = resolveOptions(options);
+    const hooks = this.options.instrumentation;
+    if (hooks) this.#instrumentation = new InstrumentationGuard(hooks, this.options.logger);
+    this.#held = new HeldLocks(this.#instrumentation);
+    if (this.#instrumentation?.watchesMasters) this.#masterFailures = masterFailureReporters(this.#instrumentation, () => this.nodes);
     const window = this.options.restartQuarantineMs;
     if (window !== false) {
       this.#quarantine = new RestartQuarantine(window, (notice) => this.#onQuarantine(notice));
     }
-    this.nodes = mastersFrom(clients);
+    this.nodes = votersFrom(clients);
+    prepareClusterVoters(this.nodes, this.options, this.#quarantine, (notice) => this.#onQuarantine(notice));
     this.#admission = new VoterAdmission(this.nodes, this.#quarantine, (duplicate) => this.#onDuplicate(duplicate));
-    this.#entries = new QueueEntries(this.nodes, this.options);
+    // A Redis Cluster voter runs a script on one shard: a resource's keys must share a hash slot.
+    this.#names = new KeyNames(this.options, this.nodes.some((node) => node instanceof ClusterVoter));
+    this.#entries = new QueueEntries(this.nodes, this.#names);
     // Ask every master who it is now, so the first acquire does not pay that round trip; a
     // master that cannot answer yet is asked again at its first vote.
     for (const node of this.nodes) this.#admission.identify(node).catch(() => {});
@@ -137,16 +151,18 @@ export class Redlock extends EventEmitter implements LockEngine {
     const wait = resolveWait(options, this.options);
     this.#quarantine?.observeTtl(ttlMs);
     const fencing = options.fencing ?? this.options.fencing;
-    const keys = list.map((resource) => this.options.keyPrefix + resource);
+    const keys = list.map((resource) => this.#names.lock(resource));
     const giveUpAt = monotonicNow() + wait.waitTimeoutMs;
     const line = lineOf(keys);
+    // Before the first await, so in the caller's async context: a tracer's span gets the caller's as parent.
+    const observer = this.#instrumentation?.acquireStarted(list, ttlMs);
 
     // A caller that will not wait (tryAcquire, retryCount 0) does not wait in line either.
     const waits = queues && wait.retryCount > 0;
     // Nobody of this process is after these resources: the first try may be a plain SET NX.
     const first = this.#localQueue.enter(line);
     let uncontended = first && keys.length === 1 && !fencing;
-    const predecessorFoundNoQuorum = first ? false : await this.#joinLocalLine(line, list, options.signal, waits ? wait.waitTimeoutMs : 0);
+    const predecessorFoundNoQuorum = first ? false : await this.#joinLocalLine(line, list, options.signal, waits ? wait.waitTimeoutMs : 0, observer);
     // Only a caller that will wait takes a place in the masters' queues: an entry of one that will
     // not come back would stand ahead of real waiters, and stretch every Retry-After behind it.
     const waiter = new Waiter(waits, this.#wakeups, keys, wait, options.signal);
@@ -163,15 +179,16 @@ export class Redlock extends EventEmitter implements LockEngine {
           uncontended = false;
           // Held in this process: asking the masters would only be refused. Wait for the holder.
           const standBy = () => waiter.standBy(Math.min(giveUpAt - monotonicNow(), holder.remainingMs()));
+          observer?.waiting();
           try {
             await this.#handOver.asleep(line, waiter, standBy);
           } catch {
             throw new AcquireAbortedError(list, options.signal?.reason);
           }
-          if (waiter.handed) return waiter.handed;
+          if (waiter.handed) return acquired(observer, waiter.handed);
         }
-        const result = await this.attempt(list, keys, ttlMs, attempt, fencing, waiter, uncontended && attempt === 1);
-        if ('lock' in result) return result.lock;
+        const result = await this.attempt(list, keys, ttlMs, attempt, fencing, waiter, uncontended && attempt === 1, observer);
+        if ('lock' in result) return acquired(observer, result.lock);
         const left = giveUpAt - monotonicNow();
         if (!result.retryable) unreachableRounds++;
         const retryable = result.retryable || unreachableRounds <= UNREACHABLE_RETRIES;
@@ -184,14 +201,19 @@ export class Redlock extends EventEmitter implements LockEngine {
         }
         // Asleep, this head can be handed the lock by a caller of this process releasing it.
         const pause = () => waiter.pause(result.error, left);
+        // Waiting for a holder or for a quarantine to end; a retry after a blip is not waiting.
+        if (observer && !(result.error instanceof QuorumUnreachableError && result.error.retryAfterMs === undefined)) observer.waiting();
         try {
           await (!fencing && queues ? this.#handOver.asleep(line, waiter, pause) : pause());
         } catch {
           this.#entries.leave(list, waiter);
           throw new AcquireAbortedError(list, options.signal?.reason);
         }
-        if (waiter.handed) return waiter.handed;
+        if (waiter.handed) return acquired(observer, waiter.handed);
       }
+    } catch (error) {
+      observer?.failed(error, waits);
+      throw error;
     } finally {
       waiter.close();
       this.#localQueue.leave(line, foundNoQuorum);
@@ -199,13 +221,23 @@ export class Redlock extends EventEmitter implements LockEngine {
   }
 
   /** Waits behind this process's earlier callers for the same resources, within the wait budget. */
-  async #joinLocalLine(line: string, resources: string[], signal: AbortSignal | undefined, budgetMs: number): Promise<boolean> {
+  async #joinLocalLine(
+    line: string,
+    resources: string[],
+    signal: AbortSignal | undefined,
+    budgetMs: number,
+    observer: GuardedAcquire | undefined,
+  ): Promise<boolean> {
+    if (budgetMs > 0) observer?.waiting();
     try {
       return await this.#localQueue.join(line, signal, Math.max(1, budgetMs));
     } catch {
-      if (signal?.aborted) throw new AcquireAbortedError(resources, signal.reason);
       // Behind a caller of this process: if one of ours holds the lock, it is free by then at the latest.
-      throw new LockHeldError(resources, [], 0, this.#handOver.holderOf(line)?.remainingMs());
+      const error = signal?.aborted
+        ? new AcquireAbortedError(resources, signal.reason)
+        : new LockHeldError(resources, [], 0, this.#handOver.holderOf(line)?.remainingMs());
+      observer?.failed(error, budgetMs > 0);
+      throw error;
     }
   }
 
@@ -215,20 +247,13 @@ export class Redlock extends EventEmitter implements LockEngine {
    * Reentrant: inside a routine, asking again for resources this context already holds runs
    * at once under the outer lock; only the resources not yet held are acquired.
    */
-  async using<T>(
+  using<T>(
     resources: string | readonly string[],
     ttlMs: number,
     routine: LockedRoutine<T>,
     options: UsingOptions = {},
   ): Promise<T> {
-    // Checked before the lock is taken: a routine that cannot run must not cost a lock cycle.
-    if (typeof routine !== 'function') throw new InvalidArgumentError('routine', routine, 'expected a function');
-    const session = await this.enter(resources, ttlMs, options);
-    try {
-      return await session.run(() => routine(session.signal, session.lock));
-    } finally {
-      await session.exit();
-    }
+    return runInSession(() => this.enter(resources, ttlMs, options), routine);
   }
 
   /**
@@ -236,19 +261,8 @@ export class Redlock extends EventEmitter implements LockEngine {
    * acquires (or re-enters) and starts auto-extension; the caller runs the work with
    * `session.run()` and must call `session.exit()` when it ends, however it ends.
    */
-  async enter(resources: string | readonly string[], ttlMs: number, options: UsingOptions = {}): Promise<LockSession> {
-    const list = checkResources(resources, this.options.maxResources);
-    checkTtl('ttlMs', ttlMs);
-    checkCallOptions(options);
-    const outer = currentScope(this);
-    const missing = outer ? list.filter((resource) => !outer.locks.has(resource)) : list;
-    if (outer && missing.length === 0) {
-      return new LockSession(this, outer.locks.get(list[0]!)!, outer.signal, true, undefined);
-    }
-    const lock = await this.acquire(missing, ttlMs, options);
-    const stop = options.autoExtend === false ? undefined : autoExtend(lock, ttlMs);
-    const signal = outer ? AbortSignal.any([outer.signal, lock.signal]) : lock.signal;
-    return new LockSession(this, lock, signal, false, stop);
+  enter(resources: string | readonly string[], ttlMs: number, options: UsingOptions = {}): Promise<LockSession> {
+    return enterSession(this, resources, ttlMs, options);
   }
 
   /**
@@ -280,8 +294,7 @@ export class Redlock extends EventEmitter implements LockEngine {
 
   /** Locks acquired through this instance, not released and still valid. */
   get heldLocks(): ReadonlySet<Lock> {
-    this.#pruneHeld();
-    return new Set(this.#held);
+    return this.#held.current();
   }
 
   /**
@@ -289,8 +302,7 @@ export class Redlock extends EventEmitter implements LockEngine {
    * releases them all on every master. Never throws.
    */
   async releaseAll(reason = 'released at shutdown'): Promise<void> {
-    const locks = [...this.#held];
-    for (const lock of locks) lock.markLost(new LockLostError(lock.resources, reason));
+    const locks = this.#held.stopAll(reason);
     await Promise.all(locks.map((lock) => lock.release()));
   }
 
@@ -303,7 +315,28 @@ export class Redlock extends EventEmitter implements LockEngine {
   }
 
   /** @internal Use `lock.extend()`. */
-  async extendLock(lock: Lock, ttlMs: number): Promise<void> {
+  extendLock(lock: Lock, ttlMs: number): Promise<void> {
+    const instrumentation = this.#instrumentation;
+    if (!instrumentation) return this.#extend(lock, ttlMs);
+    return this.#extend(lock, ttlMs).then(
+      () => instrumentation.extensionEnded(lock, 'extended'),
+      (error: unknown) => {
+        const outcome = extensionOutcome(error);
+        if (outcome) instrumentation.extensionEnded(lock, outcome);
+        throw error;
+      },
+    );
+  }
+
+  /**
+   * @internal Called by a lock whose signal fires, before its listeners run: reports the loss,
+   * once per lock, unless the lock was released first or releaseAll is firing it.
+   */
+  lockLost(lock: Lock, error: unknown): void {
+    this.#held.lost(lock, error);
+  }
+
+  async #extend(lock: Lock, ttlMs: number): Promise<void> {
     checkTtl('ttlMs', ttlMs);
     if (lock.released) throw new LockLostError(lock.resources, 'released');
     // A lock past its validity may already belong to someone else; reviving it would hide that.
@@ -317,7 +350,8 @@ export class Redlock extends EventEmitter implements LockEngine {
     // until the round says more, the lock may rely only on the earlier of the two deadlines.
     lock.narrowed(start + validityLeftMs(ttlMs, start, start, this.options.driftFactor), ttlMs);
     const args = [lock.token, ttlMs];
-    const round = await this.round(ttlMs, grantedIfOne, this.vote((node) => node.run(EXTEND_SCRIPT, lock.keys, args)));
+    const acks = replicaWait(this.options, ttlMs);
+    const round = await this.round(ttlMs, grantedIfOne, this.vote((node) => node.write(EXTEND_SCRIPT, lock.keys, args, acks)), 'extend');
     const end = monotonicNow();
     const left = validityLeftMs(ttlMs, start, end, this.options.driftFactor);
     if (round.granted >= this.quorum && left > 0) {
@@ -338,15 +372,13 @@ export class Redlock extends EventEmitter implements LockEngine {
 
   /** @internal Use `lock.release()`. */
   async releaseLock(lock: Lock): Promise<ReleaseResult> {
-    this.#held.delete(lock);
-    const acquisition = this.#acquisitions.get(lock);
+    const acquisition = this.#held.release(lock);
     const line = lineOf(lock.keys);
     const passed = acquisition && this.#handOver.offer(lock, line);
     if (passed) {
-      this.#held.add(passed.handed);
+      this.#held.add(passed.handed, { round: acquisition.round, waiter: passed.to, queuing: false });
       // The new holder's queue entries are cleared by its own release; the old holder's, now.
       if (enlisted(acquisition)) this.#entries.leave(lock.resources, acquisition.waiter);
-      this.#acquisitions.set(passed.handed, { round: acquisition.round, waiter: passed.to, queuing: false });
       return { releasedOn: 0, heldUntilRelease: true, nodes: [], handedOver: true };
     }
     this.#handOver.released(lock, line);
@@ -365,17 +397,20 @@ export class Redlock extends EventEmitter implements LockEngine {
     waiter: Waiter,
     /** SET NX without the fair queue: a single unfenced key nobody of this process waits for. */
     plain: boolean,
+    observer: GuardedAcquire | undefined,
   ): Promise<Attempt> {
     const token = newToken();
     const start = monotonicNow();
     let round: RoundResult;
     const scriptKeys = plain ? [] : [...keys, ...this.#entries.keys(resources)];
+    // With replicaAcks, every granting write carries a WAIT (undefined, and no cost, without).
+    const acks = replicaWait(this.options, ttlMs);
     if (plain) {
-      round = await this.round(ttlMs, interpretTake, this.vote((node) => node.take(keys[0]!, token, ttlMs)));
+      round = await this.round(ttlMs, interpretTake, this.vote((node) => node.take(keys[0]!, token, ttlMs, acks)), 'acquire');
     } else {
-      if (fencing) scriptKeys.push(...resources.map((r) => this.options.fenceKeyPrefix + r));
+      if (fencing) scriptKeys.push(...resources.map((r) => this.#names.fence(r)));
       const args = [token, ttlMs, keys.length, waiter.id, waiter.ticket, QUEUE_ENTRY_STAY_MS];
-      round = await this.round(ttlMs, interpretAcquire, this.vote((node) => node.run(ACQUIRE_SCRIPT, scriptKeys, args)));
+      round = await this.round(ttlMs, interpretAcquire, this.vote((node) => node.write(ACQUIRE_SCRIPT, scriptKeys, args, acks)), 'acquire');
       if (round.refused > 0) waiter.enlisted = true; // a refusing master queued us
     }
     let fence: number | undefined;
@@ -387,18 +422,17 @@ export class Redlock extends EventEmitter implements LockEngine {
       // Only the time floor lets a counter go: without it, the counter alone keeps tokens rising.
       const expireMs = this.options.fenceTimeFloor ? ttlMs + this.options.fenceRetentionMs : 0;
       const fenceArgs = [token, fence, keys.length, expireMs];
-      round = await this.round(ttlMs, grantedIfOne, this.vote((node) => node.run(FENCE_SCRIPT, scriptKeys, fenceArgs)));
+      round = await this.round(ttlMs, grantedIfOne, this.vote((node) => node.write(FENCE_SCRIPT, scriptKeys, fenceArgs, acks)), 'acquire');
     }
+    observer?.round(round.granted);
     // Validity counts from `start`: the rounds have spent part of it already. Only what is left
     // now makes a lock; a lock handed out with nothing left would have expired on arrival.
     const end = monotonicNow();
     const left = validityLeftMs(ttlMs, start, end, this.options.driftFactor);
     if (round.granted >= this.quorum && left > 0) {
       const lock = new Lock(this, resources, keys, token, ttlMs, end + left, fence);
-      this.#held.add(lock);
       this.#handOver.held(lineOf(keys), lock);
-      if (this.#held.size >= this.#pruneHeldAt) this.#pruneHeld();
-      this.#acquisitions.set(lock, { round: plain ? undefined : round, waiter, queuing: !plain });
+      this.#held.add(lock, { round: plain ? undefined : round, waiter, queuing: !plain });
       if (!plain) this.#entries.withdrawWhereRefused(resources, waiter, round);
       return { lock };
     }
@@ -406,12 +440,6 @@ export class Redlock extends EventEmitter implements LockEngine {
     // everywhere, behind a scripted acquire only once it has finished (see releaseKeys).
     await this.releaseKeys(resources, keys, token, ttlMs, plain ? undefined : round);
     return roundFailure(resources, round, this.quorum, left, attempt);
-  }
-
-  /** Forgets locks that expired without a release (lost ones), at amortised O(1) per acquire. */
-  #pruneHeld(): void {
-    for (const lock of this.#held) if (lock.remainingMs() <= 0) this.#held.delete(lock);
-    this.#pruneHeldAt = Math.max(64, this.#held.size * 2);
   }
 
   /**
@@ -436,22 +464,24 @@ export class Redlock extends EventEmitter implements LockEngine {
   ): Promise<RoundResult> {
     const request = { keys, queueKeys: this.#entries.keys(resources), token, waiterId };
     const release = (node: RedisNode) => node.free(request);
-    return this.round(ttlMs, grantedIfPositive, (node, index) => {
+    const send = (node: RedisNode, index: number) => {
       const pending = inFlight(scriptRound, index);
       if (pending) return pending.then(() => release(node));
       // A take still waiting to learn who its master is has not been sent: go out behind it.
       const admission = this.#admission.pending(node);
       return admission ? admission.then(() => release(node), () => release(node)) : release(node);
-    });
+    };
+    return this.round(ttlMs, grantedIfPositive, send, 'release');
   }
 
   private round(
     ttlMs: number,
     interpret: (reply: unknown) => RoundReply,
     send: (node: RedisNode, index: number) => Promise<unknown>,
+    operation: MasterOperation,
   ): Promise<RoundResult> {
     const timeoutMs = nodeTimeoutMs(this.options, ttlMs);
-    return runRound(this.nodes, { quorum: this.quorum, timeoutMs }, send, interpret);
+    return runRound(this.nodes, { quorum: this.quorum, timeoutMs, onFailure: this.#masterFailures?.[operation] }, send, interpret);
   }
 
   /** A request whose answer counts as a vote: masters in restart quarantine are not asked. */
@@ -479,16 +509,16 @@ export class Redlock extends EventEmitter implements LockEngine {
   }
 }
 
-interface Acquisition {
-  /**
-   * The winning round if it ran a script: a release must not overtake its requests still in
-   * flight (see releaseKeys). Undefined for plain SETs, which nothing re-sends out of order.
-   */
-  readonly round: RoundResult | undefined;
-  /** The waiter id the lock queued under (its release clears that entry everywhere). */
-  readonly waiter: Waiter;
-  /** The winning round could queue the waiter where it was refused (not a plain SET NX). */
-  readonly queuing: boolean;
+function masterFailureReporters(instrumentation: InstrumentationGuard, nodes: () => readonly RedisNode[]) {
+  const reporter = (operation: MasterOperation) => (index: number, failure: MasterFailure) =>
+    instrumentation.masterFailed(nodes()[index]!.address, failure, operation);
+  return { acquire: reporter('acquire'), extend: reporter('extend'), release: reporter('release') };
+}
+
+/** An acquire call that got its lock: the observer hears of it, the caller gets it. */
+function acquired(observer: GuardedAcquire | undefined, lock: Lock): Lock {
+  observer?.ended('acquired');
+  return lock;
 }
 
 /**

@@ -194,7 +194,8 @@ describe('a decorated provider method', () => {
     // Only the wrapped methods themselves are added to the instance, never enumerable, no symbols.
     expect(Object.keys(ledger).sort()).toEqual(['label', 'redlock']);
     expect(Object.getOwnPropertySymbols(ledger)).toEqual([]);
-    // The class itself is untouched: an instance made outside Nest runs unlocked.
+    // The class behaves as written outside Nest: its prototype holds a stand-in that runs the
+    // original method for an instance Nest did not lock.
     expect(await new Ledger({ currentLock: () => undefined } as unknown as RedlockService).taggedAbove()).toEqual({
       self: 'ledger',
       lock: undefined,

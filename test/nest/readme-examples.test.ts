@@ -1,15 +1,18 @@
 import 'reflect-metadata';
-import { Controller, type DynamicModule, Injectable, Module, Param, Post } from '@nestjs/common';
+import { Controller, type DynamicModule, type INestApplication, Injectable, Module, Param, Post } from '@nestjs/common';
+import { Test } from '@nestjs/testing';
 import request from 'supertest';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { RedlockModule, RedlockService, WithLock } from '../../lib/index.js';
+import { InMemoryRedlock, RedlockTestingModule } from '../../lib/testing/index.js';
 import { RedisFleet } from '../support/redis-fleet.js';
 import { closeAll, createApp, deferred, urlOf } from './nest-helpers.js';
 
-// The README's examples, as real code run against real masters. Between the "README" markers
-// the code is exactly what the README shows, except that it imports from '../../lib/index.js'
-// instead of 'nestjs-redlock', and ConfigModule / ConfigService are the stand-ins below
-// (@nestjs/config is not a dependency of this repository).
+// The README's examples, as real code run against real masters (the testing example, in memory,
+// as it says). Between the "README" markers the code is exactly what the README shows, except
+// that it imports from '../../lib/index.js' and '../../lib/testing/index.js' instead of
+// 'nestjs-redlock' and 'nestjs-redlock/testing', and ConfigModule / ConfigService are the
+// stand-ins below (@nestjs/config is not a dependency of this repository).
 
 /** Stand-in for @nestjs/config: same calls, backed by process.env. */
 @Injectable()
@@ -116,6 +119,44 @@ export class ReportService {
   providers: [OrdersService, InvoiceService, ReportService],
 })
 export class AppModule {}
+// ---- end README ----------------------------------------------------------------------------
+
+// ---- README: testing -----------------------------------------------------------------------
+describe('OrdersController', () => {
+  let app: INestApplication;
+  let locks: InMemoryRedlock;
+
+  beforeEach(async () => {
+    const moduleRef = await Test.createTestingModule({
+      imports: [RedlockTestingModule.forRoot()], // instead of RedlockModule.forRoot({ nodes: [...] })
+      controllers: [OrdersController],
+      providers: [OrdersService],
+    }).compile();
+    app = await moduleRef.createNestApplication().init();
+    locks = app.get(InMemoryRedlock);
+  });
+  afterEach(() => app.close());
+
+  it('answers 409 while another replica pays the same order', async () => {
+    locks.holdElsewhere('order:17', { ttlMs: 30_000 });
+    const res = await request(app.getHttpServer()).post('/orders/17/pay');
+    expect(res.status).toBe(409);
+    expect(res.headers['retry-after']).toBe('30');
+  });
+
+  it('answers 503 when the lock servers cannot be reached', async () => {
+    locks.makeQuorumUnreachable();
+    await request(app.getHttpServer()).post('/orders/17/pay').expect(503);
+  });
+
+  it('aborts work whose lock is lost', async () => {
+    const aborted = await app.get(RedlockService).using('report:2026-01-01', async (signal) => {
+      locks.loseLock('report:2026-01-01');
+      return signal.aborted;
+    });
+    expect(aborted).toBe(true);
+  });
+});
 // ---- end README ----------------------------------------------------------------------------
 
 let fleet: RedisFleet;

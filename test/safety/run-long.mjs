@@ -29,6 +29,8 @@ const ORDER = [
   'thundering-herd',
   'extend-ttls',
   'duplicate-names',
+  'sentinel-failover',
+  'sentinel-control',
 ];
 
 const KIND_TEXT = {

@@ -12,13 +12,24 @@ export const LOCK_CLIENT_OPTIONS: RedisOptions = {
   retryStrategy: (times) => Math.min(times * 20, 200),
 };
 
-export async function connectMasters(urls: readonly string[], options: RedisOptions = {}): Promise<Redis[]> {
-  const clients = urls.map((url) => {
-    const client = new Redis(url, { ...LOCK_CLIENT_OPTIONS, ...options });
-    // Reconnection errors while a test has a master down are expected; failed commands still reject.
-    client.on('error', () => {});
-    return client;
-  });
+export function connectMasters(urls: readonly string[], options: RedisOptions = {}): Promise<Redis[]> {
+  return connectVoters(urls, options);
+}
+
+/** A lock client for one voter (a URL, or ioredis options), not connected yet. */
+export function lockClient(voter: string | RedisOptions, options: RedisOptions = {}): Redis {
+  const client = typeof voter === 'string' ? new Redis(voter, { ...LOCK_CLIENT_OPTIONS, ...options }) : new Redis({ ...LOCK_CLIENT_OPTIONS, ...voter, ...options });
+  // Reconnection errors while a test has a master down are expected; failed commands still reject.
+  client.on('error', () => {});
+  return client;
+}
+
+/**
+ * One client per voter, each a URL or ioredis options (such as a Sentinel-managed master's
+ * `sentinels` and `name`), configured like connectMasters' clients, once all are ready.
+ */
+export async function connectVoters(voters: readonly (string | RedisOptions)[], options: RedisOptions = {}): Promise<Redis[]> {
+  const clients = voters.map((voter) => lockClient(voter, options));
   await Promise.all(clients.map(untilReady));
   return clients;
 }
@@ -64,7 +75,7 @@ export async function separateEngine(urls: readonly string[], opened: Redis[]): 
  */
 export function watchCalls(
   client: Redis,
-  method: 'set' | 'eval' | 'evalsha',
+  method: 'set' | 'eval' | 'evalsha' | 'wait',
   observe: (args: unknown[], reply: Promise<unknown>) => void,
 ): void {
   const original = (client[method] as (...args: unknown[]) => Promise<unknown>).bind(client);

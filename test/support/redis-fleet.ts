@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
-import { mkdir, readFile, rm, stat } from 'node:fs/promises';
+import { mkdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { connect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -31,6 +31,13 @@ export interface FleetOptions {
   appendonly?: boolean;
   /** Appended verbatim to the redis-server argv. */
   extraArgs?: string[];
+  /** Per node, asked again at every start (a replica's master may have moved): appended after extraArgs. */
+  argsFor?: (index: number) => string[];
+  /**
+   * Runs every node as a Sentinel (`redis-server <conf> --sentinel`): the config it starts from,
+   * written into the node's dir when the dir is fresh. Sentinel rewrites that file as it learns.
+   */
+  sentinelConfig?: (index: number) => string;
 }
 
 const READY_TIMEOUT_MS = 10_000;
@@ -264,14 +271,26 @@ export class RedisFleet {
     }
   }
 
+  /** A Sentinel's config file (it must be writable: Sentinel saves what it learns there). */
+  private async sentinelConfigFile(node: FleetNode): Promise<string> {
+    const file = join(node.dir, 'sentinel.conf');
+    await writeFile(file, this.options.sentinelConfig!(node.index), { flag: 'wx' }).catch((error: NodeJS.ErrnoException) => {
+      if (error.code !== 'EEXIST') throw error;
+    });
+    return file;
+  }
+
   /** Spawns redis-server for `node` and resolves once it answers; rejects (child dead) otherwise. */
   private async launch(node: FleetNode): Promise<void> {
     if (node.port === 6379) throw new Error('refusing to start a test redis on 6379');
+    const sentinel = this.options.sentinelConfig ? [await this.sentinelConfigFile(node), '--sentinel'] : [];
     const args = [
+      ...sentinel,
       ...['--port', String(node.port), '--bind', '127.0.0.1', '--dir', node.dir],
       ...['--save', '', '--appendonly', this.options.appendonly ? 'yes' : 'no'],
       ...['--protected-mode', 'no', '--daemonize', 'no', '--logfile', node.logFile],
       ...(this.options.extraArgs ?? []),
+      ...(this.options.argsFor?.(node.index) ?? []),
     ];
     node.logOffset = await stat(node.logFile).then((s) => s.size, () => 0);
     if (this.stopping) throw new Error('fleet was stopped with stopAll()'); // raced with stopAll()

@@ -22,6 +22,8 @@ export interface WorkerConfig {
   proc: string;
   /** One URL per master, in fleet order (direct, or through a proxy). */
   urls: string[];
+  /** Instead of `urls`: one voter each, a URL or ioredis options (a Sentinel-managed master's `sentinels` and `name`). */
+  voters?: (string | { sentinels: { host: string; port: number }[]; name: string })[];
   /** Async workers in this process. */
   workers: number;
   /** Worker i locks resources[i % length]. */

@@ -49,7 +49,7 @@ export class OrdersController {
     return { id };
   }
 
-  // @ts-expect-error onLocked is 'wait' or 'fail'
+  // @ts-expect-error onLocked is 'wait', 'fail' or 'skip'
   @WithLock('order:{0}', { onLocked: 'sometimes' })
   refund(@Param('id') id: string) {
     return { id };

@@ -1,0 +1,193 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Redis } from 'ioredis';
+import { Redlock, type Lock } from '../lib/core/index.js';
+import { InstrumentationGuard } from '../lib/core/instrumentation-guard.js';
+import { RedlockTelemetry, type RedlockTelemetryOptions } from '../lib/opentelemetry/index.js';
+import { WAIT_MS } from './adapters/lock-adapter.js';
+import { connect, disconnect } from './support/clients.js';
+import { reportAndExit } from './support/ipc.js';
+import { installOtelSdk } from './support/otel-sdk.js';
+import { ascending, percentile } from './support/stats.js';
+
+/**
+ * One process, the OpenTelemetry SDK installed, and one engine per way of reporting: none,
+ * `RedlockTelemetry()`, and `RedlockTelemetry({ requireParentSpan: false })`. They take turns in
+ * short blocks of scenario 1 (one caller) and scenario 2 (200 callers), so a machine that slows
+ * down for a while slows all of them alike: the difference left is what the telemetry costs.
+ */
+export interface PairsJob {
+  urls: string[];
+  /** Turns per way, per scenario. */
+  blocks: number;
+  /** Scenario 1: sequential cycles per turn, after `warmup` per way. */
+  cycles: number;
+  warmup: number;
+  /** Scenario 2: length of a turn. */
+  blockMs: number;
+  callers: number;
+  ttlMs: number;
+}
+
+export const WAYS = {
+  off: undefined,
+  telemetry: {},
+  spans: { requireParentSpan: false },
+} satisfies Record<string, RedlockTelemetryOptions | undefined>;
+export type Way = keyof typeof WAYS;
+
+/**
+ * Per way: scenario 1's p50s over all measured cycles, scenario 2's cycles/s per turn and failed
+ * acquires, and for each the process's CPU time per cycle (µs, all turns together): what the
+ * telemetry costs in CPU, which other processes on the machine disturb far less than wall time.
+ */
+export type PairsResult = Record<
+  Way,
+  {
+    cycleP50: number;
+    acquireP50: number;
+    singleCpuUs: number;
+    pipelined: number[];
+    pipelinedCpuUs: number;
+    plain: number[];
+    plainCpuUs: number;
+    errors: number;
+    /** CPU per cycle of the hooks alone: what the engine calls for one acquire and release, without Redis. */
+    hooksCpuUs: number;
+  }
+>;
+
+/** CPU time this process spent (user and system, every thread), in µs. */
+function cpuNow(): number {
+  const { user, system } = process.cpuUsage();
+  return user + system;
+}
+
+const job = JSON.parse(process.argv[2]!) as PairsJob;
+installOtelSdk();
+const ways = Object.keys(WAYS) as Way[];
+const opened: Redis[] = [];
+
+async function engine(way: Way, autoPipelining: boolean): Promise<Redlock> {
+  const clients = await connect(job.urls, autoPipelining);
+  opened.push(...clients);
+  const options = WAYS[way];
+  const redlock = new Redlock(clients, { waitTimeoutMs: WAIT_MS, instrumentation: options && new RedlockTelemetry(options) });
+  await redlock.verifyMasters();
+  return redlock;
+}
+
+/** Each turn in a rotated order, so no way always follows the same one. */
+function turns(block: number): Way[] {
+  const shift = block % ways.length;
+  return [...ways.slice(shift), ...ways.slice(0, shift)];
+}
+
+const result = Object.fromEntries(
+  ways.map((way) => [
+    way,
+    {
+      cycleP50: 0,
+      acquireP50: 0,
+      singleCpuUs: 0,
+      pipelined: [] as number[],
+      pipelinedCpuUs: 0,
+      plain: [] as number[],
+      plainCpuUs: 0,
+      errors: 0,
+      hooksCpuUs: 0,
+    },
+  ]),
+) as PairsResult;
+
+// Scenario 1: one caller, fresh keys, no auto-pipelining.
+const single = Object.fromEntries(await Promise.all(ways.map(async (way) => [way, await engine(way, false)] as const))) as Record<Way, Redlock>;
+const cycles = Object.fromEntries(ways.map((way) => [way, [] as number[]])) as Record<Way, number[]>;
+const acquires = Object.fromEntries(ways.map((way) => [way, [] as number[]])) as Record<Way, number[]>;
+let key = 0;
+const cpu = Object.fromEntries(ways.map((way) => [way, { us: 0, cycles: 0 }])) as Record<Way, { us: number; cycles: number }>;
+const sequential = async (way: Way, count: number, record: boolean) => {
+  const before = cpuNow();
+  if (record) cpu[way].cycles += count;
+  for (let i = 0; i < count; i++) {
+    const start = performance.now();
+    const lock = await single[way].acquire(`bench:pairs:${process.pid}:${key++}`, job.ttlMs);
+    const acquired = performance.now();
+    await lock.release();
+    if (!record) continue;
+    cycles[way].push(performance.now() - start);
+    acquires[way].push(acquired - start);
+  }
+  if (record) cpu[way].us += cpuNow() - before;
+};
+for (const way of ways) await sequential(way, job.warmup, false);
+for (let block = 0; block < job.blocks; block++) for (const way of turns(block)) await sequential(way, job.cycles, true);
+for (const way of ways) {
+  result[way].cycleP50 = percentile(ascending(cycles[way]), 50);
+  result[way].acquireP50 = percentile(ascending(acquires[way]), 50);
+  result[way].singleCpuUs = cpu[way].us / cpu[way].cycles;
+}
+
+// Scenario 2: 200 callers on distinct keys, with and without auto-pipelining.
+for (const mode of ['pipelined', 'plain'] as const) {
+  const engines = Object.fromEntries(await Promise.all(ways.map(async (way) => [way, await engine(way, mode === 'pipelined')] as const))) as Record<Way, Redlock>;
+  const spent = Object.fromEntries(ways.map((way) => [way, { us: 0, cycles: 0 }])) as Record<Way, { us: number; cycles: number }>;
+  const rate = async (way: Way, ms: number, record: boolean) => {
+    let done = 0;
+    let running = true;
+    const before = cpuNow();
+    const callers = Array.from({ length: job.callers }, async (_, index) => {
+      const name = `bench:pairs:${process.pid}:${mode}:${way}:${index}`;
+      while (running) {
+        try {
+          await (await engines[way].acquire(name, job.ttlMs)).release();
+          done++;
+        } catch {
+          // A starved machine can miss the node timeout on every master: counted, as scenario 2 does.
+          result[way].errors++;
+        }
+      }
+    });
+    const start = performance.now();
+    await sleep(ms);
+    running = false;
+    const elapsed = performance.now() - start;
+    const counted = done;
+    await Promise.all(callers);
+    if (record) {
+      spent[way].us += cpuNow() - before;
+      spent[way].cycles += done;
+    }
+    return (counted * 1000) / elapsed;
+  };
+  for (const way of ways) await rate(way, job.blockMs, false); // warm-up turn
+  for (let block = 0; block < job.blocks; block++) {
+    for (const way of turns(block)) result[way][mode].push(await rate(way, job.blockMs, true));
+  }
+  for (const way of ways) result[way][mode === 'pipelined' ? 'pipelinedCpuUs' : 'plainCpuUs'] = spent[way].us / spent[way].cycles;
+  for (const redlock of Object.values(engines)) redlock.close();
+}
+
+// The hooks alone, as the engine calls them for one uncontended acquire and release: no Redis,
+// no other process, so this is the telemetry's own CPU cost per cycle, free of the machine's noise.
+const HOOK_CYCLES = 200_000;
+const fakeLock = { resources: ['bench:hooks'] } as unknown as Lock;
+for (const way of ways) {
+  const options = WAYS[way];
+  if (!options) continue;
+  const guard = new InstrumentationGuard(new RedlockTelemetry(options), console);
+  const cycle = () => {
+    const observer = guard.acquireStarted(fakeLock.resources, job.ttlMs);
+    observer?.round(3);
+    guard.lockHeld(fakeLock);
+    observer?.ended('acquired');
+    guard.lockReleased(fakeLock, 0.2);
+  };
+  for (let i = 0; i < HOOK_CYCLES / 4; i++) cycle();
+  const before = cpuNow();
+  for (let i = 0; i < HOOK_CYCLES; i++) cycle();
+  result[way].hooksCpuUs = (cpuNow() - before) / HOOK_CYCLES;
+}
+
+for (const redlock of Object.values(single)) redlock.close();
+disconnect(opened);
+reportAndExit(result);

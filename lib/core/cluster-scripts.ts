@@ -1,0 +1,169 @@
+import { createHash } from 'node:crypto';
+import { keySlot } from './key-slot.js';
+import {
+  ACQUIRE_SCRIPT,
+  EXTEND_SCRIPT,
+  FENCE_SCRIPT,
+  LEAVE_SCRIPT,
+  RELEASE_SCRIPT,
+  TAKE_SCRIPT,
+  QUEUE_ENTRY_STAY_MS,
+  UnexpectedReplyError,
+  type LuaScript,
+} from './lua-scripts.js';
+
+/**
+ * The lock scripts as a Redis Cluster voter runs them. A script may only touch keys of one hash
+ * slot, so a request over resources in several slots becomes one script per slot (`split`),
+ * and their replies one reply as the whole request would have given (`merge`); an acquire
+ * granted in some slots and refused in others is undone where it was granted, so a voter grants
+ * all or nothing. Every script that grants a vote also says which server ran it (`identified`):
+ * the cluster client follows a failover by itself, so only the reply can tell who voted.
+ */
+
+/** One script call on one slot: the original request's resources `indexes`, in order. */
+export interface SlotCall {
+  readonly slot: number;
+  readonly keys: readonly string[];
+  readonly args: readonly (string | number)[];
+  readonly indexes: readonly number[];
+}
+
+/** Who ran a script: the shard master's run_id and uptime, from INFO server inside the script. */
+export interface ShardIdentity {
+  readonly runId: string;
+  readonly uptimeMs: number;
+}
+
+interface Layout {
+  /** How many resources the request covers. */
+  count(keys: readonly string[], args: readonly (string | number)[]): number;
+  /** The request restricted to the resources `indexes`. */
+  part(keys: readonly string[], args: readonly (string | number)[], indexes: readonly number[]): { keys: string[]; args: (string | number)[] };
+}
+
+const pick = <T>(list: readonly T[], offset: number, indexes: readonly number[]): T[] => indexes.map((i) => list[offset + i]!);
+
+/** KEYS: n lock keys, n queue keys, then n fence keys when there are more; ARGV[nAt] = n. */
+function blocks(nAt: number | 'half', rewriteArgs: (args: readonly (string | number)[], indexes: readonly number[]) => (string | number)[]): Layout {
+  const count = (keys: readonly string[], args: readonly (string | number)[]) => (nAt === 'half' ? keys.length / 2 : Number(args[nAt]));
+  return {
+    count,
+    part(keys, args, indexes) {
+      const n = count(keys, args);
+      const parts = [pick(keys, 0, indexes), pick(keys, n, indexes)];
+      if (keys.length > 2 * n) parts.push(pick(keys, 2 * n, indexes));
+      return { keys: parts.flat(), args: rewriteArgs(args, indexes) };
+    },
+  };
+}
+
+const withCount = (at: number) => (args: readonly (string | number)[], indexes: readonly number[]) =>
+  args.map((arg, i) => (i === at ? indexes.length : arg));
+
+const LAYOUTS = new Map<LuaScript, Layout>([
+  // ARGV: token, ttl, n, waiter id, ticket, stay.
+  [ACQUIRE_SCRIPT, blocks(2, withCount(2))],
+  // ARGV: token, fence, n, expire.
+  [FENCE_SCRIPT, blocks(2, withCount(2))],
+  // KEYS: the lock keys. ARGV: token, ttl.
+  [EXTEND_SCRIPT, { count: (keys) => keys.length, part: (keys, args, indexes) => ({ keys: pick(keys, 0, indexes), args: [...args] }) }],
+  // ARGV: stay, waiter id.
+  [LEAVE_SCRIPT, blocks('half', (args) => [...args])],
+  // ARGV: stay, then per key token and waiter id.
+  [RELEASE_SCRIPT, blocks('half', (args, indexes) => [args[0]!, ...indexes.flatMap((i) => [args[1 + 2 * i]!, args[2 + 2 * i]!])])],
+]);
+
+/** The scripts whose grant is a vote: their replies say who ran them. */
+const VOTES = new Set<LuaScript>([ACQUIRE_SCRIPT, EXTEND_SCRIPT, FENCE_SCRIPT, TAKE_SCRIPT]);
+
+/** Splits a request by hash slot of its lock keys; one call when they all share a slot. */
+export function split(script: LuaScript, keys: readonly string[], args: readonly (string | number)[]): SlotCall[] {
+  const layout = LAYOUTS.get(script);
+  if (!layout || keys.length === 0) return [{ slot: keys.length ? keySlot(keys[0]!) : 0, keys, args, indexes: [0] }];
+  const count = layout.count(keys, args);
+  const bySlot = new Map<number, number[]>();
+  for (let i = 0; i < count; i++) {
+    const slot = keySlot(keys[i]!);
+    const indexes = bySlot.get(slot);
+    if (indexes) indexes.push(i);
+    else bySlot.set(slot, [i]);
+  }
+  if (bySlot.size === 1) return [{ slot: bySlot.keys().next().value!, keys, args, indexes: [...bySlot.values()][0]! }];
+  return [...bySlot].map(([slot, indexes]) => ({ slot, ...layout.part(keys, args, indexes), indexes }));
+}
+
+/**
+ * One reply for the whole request from its per-slot replies, or `undo`: the calls that granted
+ * an acquire that other slots refused, to be released.
+ */
+export function merge(script: LuaScript, calls: readonly SlotCall[], replies: readonly unknown[]): { reply: unknown; undo: SlotCall[] } {
+  if (replies.length === 1) return { reply: replies[0], undo: [] };
+  if (script === ACQUIRE_SCRIPT) {
+    const granted = replies.map((reply) => Array.isArray(reply) && reply[0] === 1);
+    const values = replies.map((reply) => (Array.isArray(reply) && typeof reply[1] === 'number' ? reply[1] : -2));
+    if (granted.every(Boolean)) return { reply: [1, Math.max(...values)], undo: [] };
+    const waits = values.filter((_, i) => !granted[i]);
+    return { reply: [0, Math.max(...waits)], undo: calls.filter((_, i) => granted[i]) };
+  }
+  if (script === EXTEND_SCRIPT || script === FENCE_SCRIPT) return { reply: replies.every((reply) => reply === 1) ? 1 : 0, undo: [] };
+  if (script === LEAVE_SCRIPT) return { reply: 1, undo: [] };
+  if (script === RELEASE_SCRIPT) {
+    const total = calls.reduce((sum, call) => sum + call.indexes.length, 0);
+    const freed = new Array<number>(total).fill(0);
+    calls.forEach((call, c) => {
+      const perKey = replies[c];
+      if (!Array.isArray(perKey) || perKey.length !== call.indexes.length) throw new UnexpectedReplyError('release', perKey);
+      call.indexes.forEach((index, k) => (freed[index] = perKey[k] as number));
+    });
+    return { reply: freed, undo: [] };
+  }
+  throw new Error(`${script.name} cannot be split by slot`);
+}
+
+/** The release that takes back an acquire granted in `call`'s slot: compare-and-delete, our token. */
+export function undoCall(call: SlotCall): { script: LuaScript; keys: readonly string[]; args: (string | number)[] } {
+  const n = call.indexes.length;
+  const token = call.args[0]!;
+  const keys = call.keys.slice(0, 2 * n); // lock and queue keys, not the fence counters
+  return { script: RELEASE_SCRIPT, keys, args: [QUEUE_ENTRY_STAY_MS, ...Array.from({ length: n }, () => [token, ''] as const).flat()] };
+}
+
+const identifiedScripts = new Map<LuaScript, LuaScript>();
+
+/** The script as a Cluster voter sends it: a vote's reply comes as {reply, run_id, uptime_s}. */
+export function forCluster(script: LuaScript): LuaScript {
+  if (!VOTES.has(script)) return script;
+  let identified = identifiedScripts.get(script);
+  if (!identified) {
+    const source =
+      `local function body()\n${script.source}\nend\nlocal reply = body()\nlocal info = redis.call('INFO', 'server')\n` +
+      `return {reply, string.match(info, 'run_id:(%x+)'), tonumber(string.match(info, 'uptime_in_seconds:(%d+)'))}`;
+    identified = { name: script.name, source, sha: sha1(source) };
+    identifiedScripts.set(script, identified);
+  }
+  return identified;
+}
+
+/** Splits an identified reply into the script's own reply and who ran it. */
+export function unwrap(script: LuaScript, reply: unknown): { reply: unknown; shard: ShardIdentity | undefined } {
+  if (!VOTES.has(script)) return { reply, shard: undefined };
+  if (!Array.isArray(reply) || reply.length !== 3) throw new UnexpectedReplyError(script.name, reply);
+  return { reply: reply[0], shard: identity(script.name, reply.slice(1)) };
+}
+
+/** Says which server runs it, as identified votes do: {run_id, uptime in seconds}. */
+export const WHO_RUNS_THIS =
+  "local info = redis.call('INFO', 'server') return {string.match(info, 'run_id:(%x+)'), tonumber(string.match(info, 'uptime_in_seconds:(%d+)'))}";
+
+/** Reads {run_id, uptime in seconds} as a script gave it. */
+export function identity(script: string, reply: unknown): ShardIdentity {
+  if (!Array.isArray(reply) || reply.length !== 2 || typeof reply[0] !== 'string' || typeof reply[1] !== 'number') {
+    throw new UnexpectedReplyError(script, reply);
+  }
+  return { runId: reply[0], uptimeMs: reply[1] * 1000 };
+}
+
+function sha1(source: string): string {
+  return createHash('sha1').update(source).digest('hex');
+}

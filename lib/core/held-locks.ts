@@ -1,0 +1,105 @@
+import { monotonicNow } from './clock.js';
+import { LockLostError } from './errors.js';
+import type { InstrumentationGuard } from './instrumentation-guard.js';
+import type { Lock } from './lock.js';
+import type { RoundResult } from './quorum-round.js';
+import type { Waiter } from './waiter.js';
+
+/** How a held lock was had: what its release needs to know. */
+export interface Acquisition {
+  /**
+   * The winning round if it ran a script: a release must not overtake its requests still in
+   * flight (see Redlock.releaseKeys). Undefined for plain SETs, which nothing re-sends out of order.
+   */
+  readonly round: RoundResult | undefined;
+  /** The waiter id the lock queued under (its release clears that entry everywhere). */
+  readonly waiter: Waiter;
+  /** The winning round could queue the waiter where it was refused (not a plain SET NX). */
+  readonly queuing: boolean;
+}
+
+interface Holding extends Acquisition {
+  /** Its end (release or loss) was reported to the instrumentation. */
+  ended: boolean;
+  /** When it was acquired or handed over (monotonic ms), for the held time; 0 without instrumentation. */
+  readonly heldSince: number;
+}
+
+/**
+ * The locks an engine holds, how each was had, and the instrumentation's view of them: each lock
+ * reported held is reported ended exactly once, released or lost. Locks that expire without a
+ * release are forgotten at amortised O(1) per acquire.
+ */
+export class HeldLocks {
+  readonly #held = new Set<Lock>();
+  readonly #holdings = new WeakMap<Lock, Holding>();
+  readonly #instrumentation: InstrumentationGuard | undefined;
+  #pruneAt = 64;
+  /** releaseAll is firing signals: those locks are released, not lost. */
+  #releasingAll = false;
+
+  constructor(instrumentation: InstrumentationGuard | undefined) {
+    this.#instrumentation = instrumentation;
+  }
+
+  /** A lock is held from now on: acquired, or handed over by a caller of this process. */
+  add(lock: Lock, acquisition: Acquisition): void {
+    this.#held.add(lock);
+    if (this.#held.size >= this.#pruneAt) this.#prune();
+    const heldSince = this.#instrumentation ? monotonicNow() : 0;
+    this.#holdings.set(lock, { ...acquisition, ended: false, heldSince });
+    this.#instrumentation?.lockHeld(lock);
+  }
+
+  /** The lock is being released: forgets it, reports its end, and says how it was had. */
+  release(lock: Lock): Acquisition | undefined {
+    this.#held.delete(lock);
+    const holding = this.#holdings.get(lock);
+    if (this.#instrumentation && holding && !holding.ended) {
+      holding.ended = true;
+      const heldMs = monotonicNow() - holding.heldSince;
+      // Nobody armed its signal, so nobody was told: it ran out of validity before this release.
+      if (lock.expiredUnnoticed()) this.#instrumentation.lockLost(lock, new LockLostError(lock.resources, 'validity deadline passed'), heldMs);
+      else this.#instrumentation.lockReleased(lock, heldMs);
+    }
+    return holding;
+  }
+
+  /** A lock's signal fires: reports the loss, once, unless it was released first or releaseAll fires it. */
+  lost(lock: Lock, error: unknown): void {
+    const instrumentation = this.#instrumentation;
+    if (!instrumentation || this.#releasingAll || lock.released) return;
+    const holding = this.#holdings.get(lock);
+    if (!holding || holding.ended) return;
+    holding.ended = true;
+    instrumentation.lockLost(lock, error, monotonicNow() - holding.heldSince);
+  }
+
+  /** Held, not released and still valid. */
+  current(): Set<Lock> {
+    this.#prune();
+    return new Set(this.#held);
+  }
+
+  /** Fires every held lock's signal as released (not lost), and returns them to be released. */
+  stopAll(reason: string): Lock[] {
+    const locks = [...this.#held];
+    this.#releasingAll = true;
+    try {
+      for (const lock of locks) lock.markLost(new LockLostError(lock.resources, reason));
+    } finally {
+      this.#releasingAll = false;
+    }
+    return locks;
+  }
+
+  #prune(): void {
+    for (const lock of this.#held) {
+      if (lock.remainingMs() > 0) continue;
+      this.#held.delete(lock);
+      // Expired with nobody listening and never released: the only place its loss is seen.
+      if (this.#instrumentation && lock.expiredUnnoticed()) this.lost(lock, new LockLostError(lock.resources, 'validity deadline passed'));
+    }
+    this.#pruneAt = Math.max(64, this.#held.size * 2);
+  }
+}

@@ -1,0 +1,92 @@
+import type { Lock } from './lock.js';
+
+/**
+ * How one acquire call ended: `held` when another owner held the lock and the caller would not
+ * wait (tryAcquire, `retryCount: 0`), `timed_out` when it waited and gave up (wait timeout or
+ * retries spent), `unreachable` when too few masters answered, `aborted` when the caller's
+ * signal fired, `error` for anything else.
+ */
+export type AcquireOutcome = 'acquired' | 'held' | 'timed_out' | 'unreachable' | 'aborted' | 'error';
+
+/** How one extension ended: `lost` when a majority no longer held the lock or it had expired. */
+export type ExtensionOutcome = 'extended' | 'lost' | 'unreachable' | 'limit';
+
+/**
+ * Why a held lock was lost: `refused` when an extension found a majority no longer holding our
+ * token, `expired` when its validity ran out first, `extension_limit` when `maxExtensions` was
+ * reached and it then ran out, `error` for anything else that stopped its extension.
+ */
+export type LostReason = 'refused' | 'expired' | 'extension_limit' | 'error';
+
+/** Which request failed on a master. Acquire includes the second round of a fenced acquisition. */
+export type MasterOperation = 'acquire' | 'extend' | 'release';
+
+/**
+ * `timeout`: no answer within the round's node timeout; `error`: the request failed (connection
+ * down, a Redis error, a reply of the wrong shape, a second name for a server already listed).
+ * A master in restart quarantine is not asked, so it is neither.
+ */
+export type MasterFailure = 'timeout' | 'error';
+
+/**
+ * How one `@WithLock` call ended: `ran` (the method ran under the lock and returned), `threw`
+ * (it ran and threw), `not_locked` (the lock could not be had: the error went to the caller),
+ * `skipped` (held elsewhere and the policy says to skip the call), `cancelled` (an Observable
+ * result unsubscribed before it ended).
+ */
+export type CallOutcome = 'ran' | 'threw' | 'not_locked' | 'skipped' | 'cancelled';
+
+/** Where a master is, for telemetry: never credentials. */
+export interface MasterAddress {
+  /** As errors name it: `host:port`, a socket path, or `sentinel:<name>`. */
+  readonly name: string;
+  /** The host name or IP address (IPv6 without brackets), the socket path, or the Sentinel group name. */
+  readonly address: string;
+  /** The TCP port; undefined for a socket path or a Sentinel group. */
+  readonly port: number | undefined;
+}
+
+/** Follows one acquire call, from `acquireStarted` to `ended` (called exactly once). */
+export interface AcquireObserver {
+  /** One round (one request to every master) was decided; `granted` masters had granted it by then (stragglers answer later). */
+  round?(granted: number): void;
+  /** The call had to wait (held elsewhere, or masters in restart quarantine); its waiting lasts until `ended`. Called at most once. */
+  waiting?(): void;
+  ended?(outcome: AcquireOutcome, error: unknown): void;
+}
+
+/** Follows one `@WithLock` call, from `callStarted` to `ended` (called exactly once). */
+export interface CallObserver {
+  /**
+   * Runs the call (taking the lock and the method) in this observer's context, so that what
+   * `acquireStarted` sees as the current context is the call's: a tracer makes the call's span
+   * the parent of the acquire span here. Must call `work` once and return what it returns.
+   */
+  run?<T>(work: () => T): T;
+  ended?(outcome: CallOutcome, error: unknown): void;
+}
+
+/**
+ * Hooks the engine calls as it works, for metrics and traces: pass an implementation as the
+ * `instrumentation` option (`nestjs-redlock/opentelemetry` has one for OpenTelemetry). Every
+ * hook is optional. Hooks run synchronously on the engine's path, so keep them cheap; one that
+ * throws is reported once through the engine's logger and otherwise ignored.
+ *
+ * `acquireStarted` is called synchronously in the caller's async context, before anything is
+ * sent. Each lock that `lockHeld` reports later ends exactly once: `lockReleased` or `lockLost`.
+ */
+export interface RedlockInstrumentation {
+  /** An acquire call (acquire, tryAcquire, using, enter, a decorated call) begins. */
+  acquireStarted?(resources: readonly string[], ttlMs: number): AcquireObserver | undefined;
+  /** A lock is held from now on (acquired, or handed over by a caller of this process). */
+  lockHeld?(lock: Lock): void;
+  /** Released after `heldMs` held. */
+  lockReleased?(lock: Lock, heldMs: number): void;
+  /** A held lock must no longer be relied on, after `heldMs` held; its release, if any, is not reported again. */
+  lockLost?(lock: Lock, reason: LostReason, error: unknown, heldMs: number): void;
+  extensionEnded?(lock: Lock, outcome: ExtensionOutcome): void;
+  /** A request to one master failed or timed out, in a round of `operation`. */
+  masterFailed?(master: MasterAddress, failure: MasterFailure, operation: MasterOperation): void;
+  /** A `@WithLock` call begins; `site` is `ClassName.methodName`. Called by the Nest layer. */
+  callStarted?(site: string): CallObserver | undefined;
+}

@@ -1,0 +1,8 @@
+import type { RedlockModuleOptions } from '../redlock.interfaces.js';
+
+/**
+ * `RedlockModule`'s options, every one optional: `defaultTtlMs`, `defaultWait`, `errorMapper` and
+ * the engine's wait, fencing and key options mean what they mean there. `nodes` may be given (the
+ * same options object serves both modules) and is ignored: nothing connects.
+ */
+export type RedlockTestingModuleOptions = Omit<RedlockModuleOptions, 'nodes'> & Partial<Pick<RedlockModuleOptions, 'nodes'>>;

@@ -1,0 +1,17 @@
+import { ConfigurableModuleBuilder } from '@nestjs/common';
+import { REDLOCK_MODULE_OPTIONS } from '../redlock.constants.js';
+import type { RedlockModuleExtras } from '../redlock.interfaces.js';
+import { applyRedlockExtras } from '../redlock.module-definition.js';
+import type { RedlockTestingModuleOptions } from './redlock-testing.interfaces.js';
+
+// The same token, method names and extras as RedlockModule's: a registration of one is a
+// registration of the other with the module's name changed.
+export const {
+  ConfigurableModuleClass: ConfigurableRedlockTestingModule,
+  OPTIONS_TYPE: REDLOCK_TESTING_OPTIONS_TYPE,
+  ASYNC_OPTIONS_TYPE: REDLOCK_TESTING_ASYNC_OPTIONS_TYPE,
+} = new ConfigurableModuleBuilder<RedlockTestingModuleOptions>({ optionsInjectionToken: REDLOCK_MODULE_OPTIONS })
+  .setClassMethodName('forRoot')
+  .setFactoryMethodName('createRedlockOptions')
+  .setExtras<RedlockModuleExtras>({ isGlobal: false, interceptor: undefined }, applyRedlockExtras)
+  .build();

@@ -1,0 +1,211 @@
+import { Cluster, type Redis } from 'ioredis';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import 'reflect-metadata';
+import { Test } from '@nestjs/testing';
+import { LockHeldError, Redlock, RedlockModule, RedlockService, type Lock, type QuarantineNotice, type RedlockOptions } from '../../lib/index.js';
+import { ClusterVoter } from '../../lib/core/cluster-voter.js';
+import { ACQUIRE_SCRIPT } from '../../lib/core/lua-scripts.js';
+import { keySlot } from '../../lib/core/key-slot.js';
+import { connectMasters, disconnectAll, LOCK_CLIENT_OPTIONS } from '../support/masters.js';
+import { RedisCluster } from '../support/redis-cluster.js';
+import { RedisFleet } from '../support/redis-fleet.js';
+import { ConcurrencyProbe } from '../nest/nest-helpers.js';
+
+/**
+ * A whole Redis Cluster as one voter, beside two standalone masters: three voters, quorum two.
+ * The cluster has three shards with a replica each, started by the test.
+ */
+let cluster: RedisCluster;
+let fleet: RedisFleet;
+const opened: { disconnect(): void }[] = [];
+const engines: Redlock[] = [];
+
+beforeAll(async () => {
+  [cluster, fleet] = await Promise.all([RedisCluster.start({ masters: 3, replicasPerMaster: 1 }), RedisFleet.start(2)]);
+}, 90_000);
+
+afterEach(() => {
+  for (const engine of engines.splice(0)) engine.close();
+  for (const client of opened.splice(0)) client.disconnect();
+});
+
+afterAll(async () => {
+  await Promise.all([cluster?.stopAll(), fleet?.stopAll()]);
+});
+
+function clusterClient(): Cluster {
+  const client = new Cluster(cluster.startupNodes(), { enableOfflineQueue: true, redisOptions: LOCK_CLIENT_OPTIONS });
+  client.on('error', () => {});
+  opened.push(client);
+  return client;
+}
+
+async function engine(options: RedlockOptions = {}): Promise<{ redlock: Redlock; cluster: Cluster; standalone: Redis[] }> {
+  const client = clusterClient();
+  const standalone = await connectMasters(fleet.urls());
+  opened.push(...standalone);
+  const redlock = new Redlock([client as unknown as Redis, ...standalone], { restartQuarantineMs: false, logger: { warn: () => {} }, ...options });
+  engines.push(redlock);
+  await redlock.verifyMasters();
+  return { redlock, cluster: client, standalone };
+}
+
+/** Two resource names whose keys fall in different hash slots. */
+function twoSlots(prefix: string): [string, string] {
+  for (let i = 1; ; i++) {
+    if (keySlot(`{${prefix}:a}`) !== keySlot(`{${prefix}:${i}}`)) return [`${prefix}:a`, `${prefix}:${i}`];
+  }
+}
+
+describe('a Redis Cluster as one voter', () => {
+  it('keeps each resource in one slot: lock, queue and fence keys share the resource as hash tag', async () => {
+    const { redlock, cluster: client } = await engine({ fencing: true });
+    const lock = await redlock.acquire('order:1', 5_000);
+    // The round may be decided by the standalone masters before the cluster has answered.
+    await expect.poll(() => client.get('redlock:{order:1}')).toBe(lock.token);
+    await expect.poll(() => client.exists('redlock-fence:{order:1}')).toBe(1);
+    await lock.release();
+    expect(await client.exists('redlock:{order:1}')).toBe(0);
+  });
+
+  it('is mutually exclusive across engines, for one resource and for resources in several slots', async () => {
+    const [a, b] = twoSlots('pair');
+    const contenders = await Promise.all([engine(), engine(), engine()]);
+    const single = new ConcurrencyProbe();
+    const pair = new ConcurrencyProbe();
+    await Promise.all(
+      contenders.flatMap(({ redlock }) =>
+        Array.from({ length: 4 }, async () => {
+          for (let i = 0; i < 5; i++) {
+            await redlock.using('hot', 5_000, () => single.section(2), { waitTimeoutMs: 20_000 });
+            await redlock.using([a, b], 5_000, () => pair.section(2), { waitTimeoutMs: 20_000 });
+          }
+        }),
+      ),
+    );
+    expect(single.entries).toBe(60);
+    expect(single.max).toBe(1);
+    expect(pair.entries).toBe(60);
+    expect(pair.max).toBe(1);
+  }, 60_000);
+
+  it('grants a lock over several slots all or nothing on the cluster', async () => {
+    const [a, b] = twoSlots('all');
+    const holder = await engine();
+    const other = await engine();
+    const held = await holder.redlock.acquire(b, 10_000);
+    // The standalone masters may decide the round before the cluster has granted it.
+    await expect.poll(() => holder.cluster.get(`redlock:{${b}}`)).toBe(held.token);
+    const error = await other.redlock.acquire([a, b], 10_000, { retryCount: 0 }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(LockHeldError);
+    await expect.poll(() => other.cluster.exists(`redlock:{${a}}`)).toBe(0);
+
+    // The voter itself: b's slot refuses, so it answers refused, having already taken back a's grant.
+    const voter = other.redlock.nodes[0] as ClusterVoter;
+    const keys = [`redlock:{${a}}`, `redlock:{${b}}`, `redlock-queue:{${a}}`, `redlock-queue:{${b}}`];
+    const reply = await voter.run(ACQUIRE_SCRIPT, keys, ['direct-token', 10_000, 2, '', 1, 1_000]);
+    expect(reply).toEqual([0, expect.any(Number)]);
+    expect(await other.cluster.exists(`redlock:{${a}}`)).toBe(0);
+    expect(await other.cluster.get(`redlock:{${b}}`)).toBe(held.token);
+    await held.release();
+    const both = await other.redlock.acquire([a, b], 10_000);
+    await expect.poll(() => other.cluster.get(`redlock:{${a}}`)).toBe(both.token);
+    await expect.poll(() => other.cluster.get(`redlock:{${b}}`)).toBe(both.token);
+    await both.release();
+  });
+});
+
+describe('in a Nest app', () => {
+  it('takes a Redis Cluster client among its nodes', async () => {
+    const client = clusterClient();
+    const app = await Test.createTestingModule({
+      imports: [RedlockModule.forRoot({ nodes: [client, ...fleet.urls()], restartQuarantineMs: false })],
+    }).compile();
+    await app.init();
+    try {
+      const redlock = app.get(RedlockService);
+      expect(redlock.redlock.nodes.map((node) => node.name)[0]).toMatch(/^cluster:127\.0\.0\.1:\d+$/);
+      const seen = await redlock.using('nest:1', async (_signal, lock) => {
+        await expect.poll(() => client.get('redlock:{nest:1}')).toBe(lock.token);
+        return true;
+      });
+      expect(seen).toBe(true);
+    } finally {
+      await app.close();
+    }
+  });
+});
+
+describe('shard failover under a held lock', () => {
+  it('a manual CLUSTER FAILOVER: the holder keeps and extends its lock, nobody else gets it', async () => {
+    const window = { restartQuarantineMs: 1_000 };
+    // Older than the window, so that only a failover can quarantine them.
+    await expect.poll(async () => (await ages()).every((age) => age > 1_500), { timeout: 10_000 }).toBe(true);
+    const holder = await engine(window);
+    const other = await engine(window);
+    const lock = await holder.redlock.acquire('kept', 30_000);
+    const master = await cluster.masterOf('{kept}');
+    await cluster.failover(await cluster.replicaOf(master));
+    await lock.extend(30_000); // the standalone masters are a quorum; the cluster's new shard master waits
+    expect(await other.redlock.tryAcquire('kept', 30_000)).toBeNull();
+    await lock.release();
+  }, 60_000);
+
+  it('a killed shard master whose replica lacked the key: quarantined, no second holder (and without it, one)', async () => {
+    const windowMs = 1_500;
+    const oldEnough = () => expect.poll(async () => (await ages()).every((age) => age > windowMs + 500), { timeout: 15_000, interval: 200 }).toBe(true);
+    await oldEnough();
+    const holder = await engine({ restartQuarantineMs: windowMs });
+    const master = await cluster.masterOf('{split}');
+    const replica = await cluster.replicaOf(master);
+    // The replica is down while the lock is taken, and so is standalone master 1: the holder
+    // holds on the cluster and standalone master 0, a bare majority.
+    await Promise.all([cluster.fleet.kill(replica), fleet.kill(1)]);
+    const lock = await holder.redlock.acquire('split', 30_000);
+    await fleet.start(1); // back empty, as a replaced machine would be
+
+    // Two more engines, which learn now who owns each slot of the cluster.
+    const guarded = await engine({ restartQuarantineMs: windowMs });
+    const unguarded = await engine();
+    // The guarded engine knows who owns each slot (what a failover is judged against) before it happens.
+    await expect.poll(async () => (await guarded.redlock.checkMasters()).masters[0]!.votes, { timeout: 10_000 }).toBe(true);
+    // The shard master dies before any replica has the key; the replica comes back (empty, no
+    // persistence) and takes over its slots.
+    await cluster.fleet.kill(master);
+    await cluster.fleet.start(replica, { keepData: true });
+    await cluster.untilPromoted(replica);
+    // Every server is older than the window: only the change of the slot's owner can still count.
+    await oldEnough();
+
+    // Each engine's cluster client has found the slot's new owner, which lacks the key.
+    for (const { cluster: client } of [guarded, unguarded]) {
+      await expect.poll(() => client.exists('redlock:{split}').catch((e: Error) => e.message), { timeout: 10_000 }).toBe(0);
+    }
+
+    // Guarded: master 0 refuses, master 1 grants, and the cluster's new owner of the slot is quarantined.
+    const notices: QuarantineNotice[] = [];
+    guarded.redlock.on('quarantine', (notice: QuarantineNotice) => notices.push(notice));
+    expect(await guarded.redlock.tryAcquire('split', 30_000)).toBeNull();
+    expect(notices.map((notice) => notice.node)).toEqual([expect.stringMatching(/^cluster:127\.0\.0\.1:\d+ \(shard [0-9a-f]{12}\)$/)]);
+    // The control, counting the new owner at once: it and master 1 elect a second holder (once the
+    // guarded engine's own attempt has been cleaned off them: that release may still be landing).
+    const granted: Lock[] = [];
+    await expect.poll(async () => granted.push(...[await unguarded.redlock.tryAcquire('split', 30_000)].filter((l) => l !== null)), { timeout: 5_000 }).toBeGreaterThan(0);
+    expect(lock.remainingMs()).toBeGreaterThan(0);
+    await granted[0]!.release();
+    await lock.release();
+  }, 90_000);
+});
+
+async function ages(): Promise<number[]> {
+  const direct = await connectMasters(fleet.urls());
+  try {
+    const infos = await Promise.all([...direct.map((client) => client.info('server'))]);
+    const client = clusterClient();
+    const masters = client.nodes('master');
+    const clusterInfos = await Promise.all(masters.map((node) => node.info('server')));
+    return [...infos, ...clusterInfos].map((info) => Number(/uptime_in_seconds:(\d+)/.exec(info)![1]) * 1000);
+  } finally {
+    disconnectAll(direct);
+  }
+}

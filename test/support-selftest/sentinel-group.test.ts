@@ -1,0 +1,79 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { disconnectAll } from '../support/masters.js';
+import { SentinelGroup, sentinelClient, untilServes } from '../support/sentinel-group.js';
+
+// The Sentinel harness itself: replication that can be cut off, forced failovers, servers that
+// come back as replicas, and nothing left running afterwards.
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+let group: SentinelGroup;
+
+beforeAll(async () => {
+  group = await SentinelGroup.start({ name: 'selftest' });
+});
+
+afterAll(async () => {
+  await group?.stopAll();
+});
+
+describe('SentinelGroup', () => {
+  it('starts a master, a replica that follows it, and a Sentinel that knows both', async () => {
+    expect(group.processCount).toBe(3);
+    const [replica] = group.replicaIndexes();
+    await group.direct(group.masterIndex).set('followed', '1');
+    expect(await group.direct(group.masterIndex).wait(1, 5_000)).toBe(1);
+    expect(await group.direct(replica!).get('followed')).toBe('1');
+    const client = sentinelClient(group);
+    try {
+      await untilServes(client, group.server(group.masterIndex).port);
+    } finally {
+      client.disconnect();
+    }
+  });
+
+  it('holdReplication() keeps new writes from the replica until releaseReplication()', async () => {
+    const [replica] = group.replicaIndexes();
+    await group.holdReplication();
+    await group.direct(group.masterIndex).set('held', '1');
+    expect(await group.direct(group.masterIndex).wait(1, 200)).toBe(0);
+    expect(await group.direct(replica!).exists('held')).toBe(0);
+    await group.releaseReplication();
+    await expect.poll(() => group.direct(replica!).get('held')).toBe('1');
+  });
+
+  it('failover() promotes the replica after a crash; restartAsReplica() brings the old master back under it', async () => {
+    const old = group.masterIndex;
+    const [replica] = group.replicaIndexes();
+    const client = sentinelClient(group);
+    try {
+      await group.kill(old);
+      expect(await group.failover()).toBe(replica);
+      expect(group.masterIndex).toBe(replica);
+      await untilServes(client, group.server(replica!).port); // clients follow through the Sentinel
+      await group.restartAsReplica(old);
+      expect(group.replicaIndexes()).toEqual([old]);
+      await group.direct(group.masterIndex).set('after', '1');
+      expect(await group.direct(group.masterIndex).wait(1, 5_000)).toBe(1);
+      expect(await group.direct(old).get('after')).toBe('1');
+    } finally {
+      disconnectAll([client]);
+    }
+  });
+
+  it('stopAll() leaves no process behind and is idempotent', async () => {
+    const other = await SentinelGroup.start({ name: 'stopped', replicas: 2 });
+    const pids = other.pids;
+    expect(pids).toHaveLength(4); // a master, two replicas, a Sentinel
+    expect(pids.every(isAlive)).toBe(true);
+    await Promise.all([other.stopAll(), other.stopAll()]);
+    for (const pid of pids) expect(isAlive(pid)).toBe(false);
+  });
+});
