@@ -43,6 +43,11 @@ export class ClusterVoter extends RedisNode {
     return this.#learnt || !this.#shards ? Number.MAX_SAFE_INTEGER : undefined;
   }
 
+  /** How much longer the longest restart quarantine of one of its shards lasts, if any does. */
+  override shardsQuarantinedForMs(): number | undefined {
+    return this.#shards?.longestMs();
+  }
+
   /** Reads who owns every slot now, so that a failover after this is seen as one. */
   override identify(): Promise<void> {
     if (!this.#shards) return Promise.resolve();

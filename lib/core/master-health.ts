@@ -15,6 +15,11 @@ export interface MasterHealth {
   readonly votes: boolean;
   /** How much longer its votes do not count: it restarted within the quarantine window. */
   readonly quarantinedForMs?: number;
+  /**
+   * A Redis Cluster voter with a shard in restart quarantine (restarted, or a replica promoted):
+   * it votes, but not for resources in that shard's slots, for this many ms more at the longest.
+   */
+  readonly shardsQuarantinedForMs?: number;
   /** The master listed earlier that this one repeats (same run_id): its votes never count. */
   readonly sameServerAs?: string;
   readonly error?: string;
@@ -65,7 +70,8 @@ async function probeMaster(node: RedisNode, admission: VoterAdmission, timeoutMs
   const roundTripMs = Math.round((monotonicNow() - start) * 100) / 100;
   try {
     await admission.admit(node);
-    return { node: node.name, reachable: true, roundTripMs, votes: true };
+    const shardsQuarantinedForMs = node.shardsQuarantinedForMs();
+    return { node: node.name, reachable: true, roundTripMs, votes: true, ...(shardsQuarantinedForMs === undefined ? {} : { shardsQuarantinedForMs }) };
   } catch (error) {
     const seen = { node: node.name, reachable: true, roundTripMs, votes: false, error: errorText(error) };
     if (error instanceof NodeQuarantinedError) return { ...seen, quarantinedForMs: Math.ceil(error.remainingMs) };
@@ -88,6 +94,11 @@ export function describeMasters({ quorum, voting, masters, availableInMs }: Mast
   if (quarantined.length) {
     const longest = Math.max(...quarantined.map((master) => master.quarantinedForMs!));
     text += `; ${quarantined.length} in restart quarantine (recently restarted), the last for ${longest} ms more`;
+  }
+  const partly = masters.filter((master) => master.shardsQuarantinedForMs !== undefined);
+  if (partly.length) {
+    const longest = Math.max(...partly.map((master) => master.shardsQuarantinedForMs!));
+    text += `; ${partly.length} cluster voter(s) with a shard in restart quarantine (resources in its slots wait up to ${longest} ms more)`;
   }
   if (availableInMs) text += `; locking resumes in ${availableInMs} ms`;
   return text;

@@ -252,6 +252,14 @@ export class RedisNode {
     return this.#startedAt;
   }
 
+  /**
+   * For a voter made of several servers (a Redis Cluster): how much longer the longest restart
+   * quarantine of one of them lasts, while the others vote. Undefined for a single server.
+   */
+  shardsQuarantinedForMs(): number | undefined {
+    return undefined;
+  }
+
   /** Milliseconds the server has been up as far as we can prove (rounded down); undefined if unknown. */
   uptimeMs(): number | undefined {
     return this.#startedAt === undefined ? undefined : monotonicNow() - this.#startedAt;

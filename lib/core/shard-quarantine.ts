@@ -9,9 +9,11 @@ import { NodeQuarantinedError } from './redis-node.js';
  * its slots granted: its votes must not count until every lock it could have forgotten has
  * expired. The cluster client follows a failover by itself, so this is judged on each reply,
  * from the run_id and uptime of the server that ran the script:
- * - a server up for less than the window is too young (a restart);
+ * - a server up for less than the window is too young (a restart): none of its votes count;
  * - a server answering for a slot that another server answered for before took that slot over
- *   (a failover, or a slot migration): it waits the whole window from then.
+ *   (a failover, or a slot migration) no later than that reply: votes for that slot wait the
+ *   whole window from then. Per slot, so that every slot first seen later does not push the
+ *   other slots' wait back.
  * What it cannot see: a failover that happened before this engine first learnt who owned the
  * slot (the baseline is read when the voter is first identified) with the new owner up for
  * longer than the window. A migrated slot (resharding) is quarantined too, needlessly but safely.
@@ -19,8 +21,12 @@ import { NodeQuarantinedError } from './redis-node.js';
 export class ShardQuarantine {
   /** Per hash slot, the server that answered for it last. */
   readonly #owners = new Map<number, string>();
-  /** Per server (run_id), since when its votes may count, on our monotonic clock. */
+  /** Per server (run_id), since when it has been up, on our monotonic clock. */
   readonly #since = new Map<string, number>();
+  /** Per hash slot taken over by another server, when that was seen; dropped once its window passed. */
+  readonly #takenOver = new Map<number, number>();
+  /** Per server, when its last takeover was announced: one notice per failover, not one per slot. */
+  readonly #announced = new Map<string, number>();
 
   constructor(
     private readonly voter: string,
@@ -33,29 +39,58 @@ export class ShardQuarantine {
     const now = monotonicNow();
     for (const [slot, shard] of owners) {
       if (!this.#owners.has(slot)) this.#owners.set(slot, shard.runId);
-      if (!this.#since.has(shard.runId)) this.#since.set(shard.runId, now - shard.uptimeMs);
+      if (!this.#since.has(shard.runId)) this.#firstSeen(shard, now);
     }
   }
 
   /** Undefined when the vote of `shard`, answering for `slot`, counts; otherwise why not. */
   judge(shard: ShardIdentity, slot: number): NodeQuarantinedError | undefined {
     const now = monotonicNow();
-    let since = this.#since.get(shard.runId);
-    if (since === undefined) {
-      since = now - shard.uptimeMs;
-      this.#since.set(shard.runId, since);
-    }
+    const window = this.windowMs();
+    const since = this.#since.get(shard.runId) ?? this.#firstSeen(shard, now);
     const owner = this.#owners.get(slot);
     if (owner !== shard.runId) {
       this.#owners.set(slot, shard.runId);
-      if (owner !== undefined && since < now) {
-        since = now;
-        this.#since.set(shard.runId, since);
-        this.notify({ node: `${this.voter} (shard ${shard.runId.slice(0, 12)})`, reason: 'run_id changed', remainingMs: this.windowMs() });
-      }
+      if (owner !== undefined) this.#tookOver(shard, slot, now, window);
     }
-    const remaining = this.windowMs() - (now - since);
-    if (remaining <= 0) return undefined;
+    const takenOver = this.#takenOver.get(slot);
+    const remaining = window - (now - Math.max(since, takenOver ?? since));
+    if (remaining <= 0) {
+      if (takenOver !== undefined) this.#takenOver.delete(slot);
+      return undefined;
+    }
     return new NodeQuarantinedError(this.voter, remaining);
+  }
+
+  /** How much longer the longest quarantine of a current slot owner or taken-over slot lasts; undefined when none does. */
+  longestMs(): number | undefined {
+    const now = monotonicNow();
+    const window = this.windowMs();
+    let latest = -Infinity;
+    for (const runId of new Set(this.#owners.values())) latest = Math.max(latest, this.#since.get(runId) ?? -Infinity);
+    for (const seen of this.#takenOver.values()) latest = Math.max(latest, seen);
+    const remaining = window - (now - latest);
+    return remaining > 0 ? Math.ceil(remaining) : undefined;
+  }
+
+  /** A server answers for the first time: its votes count once it has been up for the window. */
+  #firstSeen(shard: ShardIdentity, now: number): number {
+    const since = now - shard.uptimeMs;
+    this.#since.set(shard.runId, since);
+    const remainingMs = this.windowMs() - shard.uptimeMs;
+    if (remainingMs > 0) this.notify({ node: this.#name(shard), reason: 'recent start', remainingMs });
+    return since;
+  }
+
+  #tookOver(shard: ShardIdentity, slot: number, now: number, window: number): void {
+    this.#takenOver.set(slot, now);
+    const announced = this.#announced.get(shard.runId);
+    if (announced !== undefined && now - announced < window) return;
+    this.#announced.set(shard.runId, now);
+    this.notify({ node: this.#name(shard), reason: 'run_id changed', remainingMs: window });
+  }
+
+  #name(shard: ShardIdentity): string {
+    return `${this.voter} (shard ${shard.runId.slice(0, 12)})`;
   }
 }

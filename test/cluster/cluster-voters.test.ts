@@ -187,6 +187,10 @@ describe('shard failover under a held lock', () => {
     guarded.redlock.on('quarantine', (notice: QuarantineNotice) => notices.push(notice));
     expect(await guarded.redlock.tryAcquire('split', 30_000)).toBeNull();
     expect(notices.map((notice) => notice.node)).toEqual([expect.stringMatching(/^cluster:127\.0\.0\.1:\d+ \(shard [0-9a-f]{12}\)$/)]);
+    // Health says so: the cluster votes, but not for the resources of that shard's slots, for now.
+    const health = await guarded.redlock.checkMasters();
+    expect(health.masters[0]).toMatchObject({ votes: true, shardsQuarantinedForMs: expect.any(Number) });
+    expect(health.masters[0]!.shardsQuarantinedForMs).toBeGreaterThan(0);
     // The control, counting the new owner at once: it and master 1 elect a second holder (once the
     // guarded engine's own attempt has been cleaned off them: that release may still be landing).
     const granted: Lock[] = [];

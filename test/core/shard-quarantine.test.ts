@@ -1,0 +1,63 @@
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import type { QuarantineNotice } from '../../lib/core/index.js';
+import { NodeQuarantinedError } from '../../lib/core/redis-node.js';
+import { ShardQuarantine } from '../../lib/core/shard-quarantine.js';
+
+// The judge of a Redis Cluster voter's replies, on its own: which server answered for which slot,
+// on a clock the test moves. What a real cluster does to it is in test/cluster/.
+
+const WINDOW = 10_000;
+const A = { runId: 'a'.repeat(40), uptimeMs: 60_000 };
+const B = { runId: 'b'.repeat(40), uptimeMs: 60_000 };
+
+let notices: QuarantineNotice[];
+let shards: ShardQuarantine;
+
+beforeEach(() => {
+  vi.useFakeTimers({ toFake: ['performance'] });
+  notices = [];
+  shards = new ShardQuarantine('cluster:127.0.0.1:7000', () => WINDOW, (notice) => notices.push(notice));
+  shards.learn(new Map([[1, A], [2, A], [3, A]]));
+});
+
+afterEach(() => {
+  vi.useRealTimers();
+});
+
+describe('ShardQuarantine', () => {
+  it('counts the votes of the servers it learnt, when they are older than the window', () => {
+    expect(shards.judge(A, 1)).toBeUndefined();
+    expect(shards.longestMs()).toBeUndefined();
+    expect(notices).toEqual([]);
+  });
+
+  it('holds back a slot taken over by another server for the whole window, per slot, with one notice per takeover', () => {
+    expect(shards.judge(B, 1)).toBeInstanceOf(NodeQuarantinedError);
+    vi.advanceTimersByTime(6_000);
+    // Slot 2 is first seen taken over now: its own window starts now, and slot 1's is not pushed back.
+    expect(shards.judge(B, 2)).toBeInstanceOf(NodeQuarantinedError);
+    expect(notices).toEqual([{ node: `cluster:127.0.0.1:7000 (shard ${B.runId.slice(0, 12)})`, reason: 'run_id changed', remainingMs: WINDOW }]);
+    expect(shards.longestMs()).toBe(WINDOW);
+    vi.advanceTimersByTime(4_001);
+    expect(shards.judge(B, 1)).toBeUndefined();
+    expect((shards.judge(B, 2) as NodeQuarantinedError).remainingMs).toBeCloseTo(WINDOW - 4_001, 0);
+    vi.advanceTimersByTime(6_000);
+    expect(shards.judge(B, 2)).toBeUndefined();
+    expect(shards.longestMs()).toBeUndefined();
+    // A slot never asked about since the takeover still counts as A's: taken over when first seen.
+    expect(shards.judge(B, 3)).toBeInstanceOf(NodeQuarantinedError);
+  });
+
+  it('holds back every vote of a server up for less than the window, and says so once', () => {
+    const young = { runId: 'c'.repeat(40), uptimeMs: 1_000 };
+    shards.learn(new Map([[4, young]]));
+    const refusal = shards.judge(young, 4);
+    expect(refusal).toBeInstanceOf(NodeQuarantinedError);
+    expect((refusal as NodeQuarantinedError).remainingMs).toBe(WINDOW - 1_000);
+    expect(notices).toEqual([expect.objectContaining({ reason: 'recent start', remainingMs: WINDOW - 1_000 })]);
+    expect(shards.longestMs()).toBe(WINDOW - 1_000);
+    vi.advanceTimersByTime(WINDOW - 1_000);
+    expect(shards.judge(young, 4)).toBeUndefined();
+    expect(notices).toHaveLength(1);
+  });
+});
