@@ -51,8 +51,9 @@ class ReconcileJob {
     private readonly redlock: RedlockService,
   ) {}
 
+  // A long ttl: its node timeout (ttl / 10) must ride out a starved machine, where a timed-out round would be logged.
   @Interval(INTERVAL_MS)
-  @WithLock('job:reconcile', { onLocked: 'skip', ttlMs: 2_000 })
+  @WithLock('job:reconcile', { onLocked: 'skip', ttlMs: 10_000 })
   async reconcile() {
     state.active++;
     state.maxActive = Math.max(state.maxActive, state.active);
