@@ -29,11 +29,24 @@ export interface SlotCall {
   readonly indexes: readonly number[];
 }
 
-/** Who ran a script: the shard master's run_id and uptime, from INFO server inside the script. */
+/** Who ran a script: the shard master's run_id, uptime and replication id, from INFO inside the script. */
 export interface ShardIdentity {
   readonly runId: string;
   readonly uptimeMs: number;
+  /**
+   * The server's run_id and replication id: its tenure as a master. A promotion always starts
+   * a new replication id, so a server that was demoted and promoted again (a slot failing over
+   * and back, M -> R -> M, without M ever restarting) has a new term though its run_id is the
+   * same: it may lack what the other master granted meanwhile.
+   */
+  readonly term: string;
 }
+
+/** Lua: {run_id, uptime in seconds, master_replid} of the server running the script. */
+const WHO_LUA =
+  "local server = redis.call('INFO', 'server') local replication = redis.call('INFO', 'replication') " +
+  "local who = {string.match(server, 'run_id:(%x+)'), tonumber(string.match(server, 'uptime_in_seconds:(%d+)')), " +
+  "string.match(replication, 'master_replid:(%x+)')}";
 
 interface Layout {
   /** How many resources the request covers. */
@@ -131,14 +144,13 @@ export function undoCall(call: SlotCall): { script: LuaScript; keys: readonly st
 
 const identifiedScripts = new Map<LuaScript, LuaScript>();
 
-/** The script as a Cluster voter sends it: a vote's reply comes as {reply, run_id, uptime_s}. */
+/** The script as a Cluster voter sends it: a vote's reply comes as {reply, {run_id, uptime_s, master_replid}}. */
 export function forCluster(script: LuaScript): LuaScript {
   if (!VOTES.has(script)) return script;
   let identified = identifiedScripts.get(script);
   if (!identified) {
     const source =
-      `local function body()\n${script.source}\nend\nlocal reply = body()\nlocal info = redis.call('INFO', 'server')\n` +
-      `return {reply, string.match(info, 'run_id:(%x+)'), tonumber(string.match(info, 'uptime_in_seconds:(%d+)'))}`;
+      `local function body()\n${script.source}\nend\nlocal reply = body()\n${WHO_LUA}\nreturn {reply, who}`;
     identified = { name: script.name, source, sha: sha1(source) };
     identifiedScripts.set(script, identified);
   }
@@ -148,20 +160,19 @@ export function forCluster(script: LuaScript): LuaScript {
 /** Splits an identified reply into the script's own reply and who ran it. */
 export function unwrap(script: LuaScript, reply: unknown): { reply: unknown; shard: ShardIdentity | undefined } {
   if (!VOTES.has(script)) return { reply, shard: undefined };
-  if (!Array.isArray(reply) || reply.length !== 3) throw new UnexpectedReplyError(script.name, reply);
-  return { reply: reply[0], shard: identity(script.name, reply.slice(1)) };
+  if (!Array.isArray(reply) || reply.length !== 2) throw new UnexpectedReplyError(script.name, reply);
+  return { reply: reply[0], shard: identity(script.name, reply[1]) };
 }
 
-/** Says which server runs it, as identified votes do: {run_id, uptime in seconds}. */
-export const WHO_RUNS_THIS =
-  "local info = redis.call('INFO', 'server') return {string.match(info, 'run_id:(%x+)'), tonumber(string.match(info, 'uptime_in_seconds:(%d+)'))}";
+/** Says which server runs it, as identified votes do. */
+export const WHO_RUNS_THIS = `${WHO_LUA} return who`;
 
-/** Reads {run_id, uptime in seconds} as a script gave it. */
+/** Reads {run_id, uptime in seconds, master_replid} as a script gave it. */
 export function identity(script: string, reply: unknown): ShardIdentity {
-  if (!Array.isArray(reply) || reply.length !== 2 || typeof reply[0] !== 'string' || typeof reply[1] !== 'number') {
+  if (!Array.isArray(reply) || reply.length !== 3 || typeof reply[0] !== 'string' || typeof reply[1] !== 'number' || typeof reply[2] !== 'string') {
     throw new UnexpectedReplyError(script, reply);
   }
-  return { runId: reply[0], uptimeMs: reply[1] * 1000 };
+  return { runId: reply[0], uptimeMs: reply[1] * 1000, term: `${reply[0]}/${reply[2]}` };
 }
 
 function sha1(source: string): string {

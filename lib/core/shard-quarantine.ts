@@ -10,8 +10,9 @@ import { NodeQuarantinedError } from './redis-node.js';
  * expired. The cluster client follows a failover by itself, so this is judged on each reply,
  * from the run_id and uptime of the server that ran the script:
  * - a server up for less than the window is too young (a restart): none of its votes count;
- * - a server answering for a slot that another server answered for before took that slot over
- *   (a failover, or a slot migration) no later than that reply: votes for that slot wait the
+ * - a server answering for a slot that another master term answered for before took that slot
+ *   over (a failover, a failover and back to the same server, or a slot migration) no later
+ *   than that reply: votes for that slot wait the
  *   whole window from then. Per slot, so that every slot first seen later does not push the
  *   other slots' wait back.
  * What it cannot see: a failover that happened before this engine first learnt who owned the
@@ -19,13 +20,13 @@ import { NodeQuarantinedError } from './redis-node.js';
  * longer than the window. A migrated slot (resharding) is quarantined too, needlessly but safely.
  */
 export class ShardQuarantine {
-  /** Per hash slot, the server that answered for it last. */
+  /** Per hash slot, the master term (server and replication id) that answered for it last. */
   readonly #owners = new Map<number, string>();
-  /** Per server (run_id), since when it has been up, on our monotonic clock. */
+  /** Per master term, since when its server has been up, on our monotonic clock. */
   readonly #since = new Map<string, number>();
   /** Per hash slot taken over by another server, when that was seen; dropped once its window passed. */
   readonly #takenOver = new Map<number, number>();
-  /** Per server, when its last takeover was announced: one notice per failover, not one per slot. */
+  /** Per master term, when its takeover was announced: one notice per failover, not one per slot. */
   readonly #announced = new Map<string, number>();
 
   constructor(
@@ -38,8 +39,8 @@ export class ShardQuarantine {
   learn(owners: ReadonlyMap<number, ShardIdentity>): void {
     const now = monotonicNow();
     for (const [slot, shard] of owners) {
-      if (!this.#owners.has(slot)) this.#owners.set(slot, shard.runId);
-      if (!this.#since.has(shard.runId)) this.#firstSeen(shard, now);
+      if (!this.#owners.has(slot)) this.#owners.set(slot, shard.term);
+      if (!this.#since.has(shard.term)) this.#firstSeen(shard, now);
     }
   }
 
@@ -47,10 +48,10 @@ export class ShardQuarantine {
   judge(shard: ShardIdentity, slot: number): NodeQuarantinedError | undefined {
     const now = monotonicNow();
     const window = this.windowMs();
-    const since = this.#since.get(shard.runId) ?? this.#firstSeen(shard, now);
+    const since = this.#since.get(shard.term) ?? this.#firstSeen(shard, now);
     const owner = this.#owners.get(slot);
-    if (owner !== shard.runId) {
-      this.#owners.set(slot, shard.runId);
+    if (owner !== shard.term) {
+      this.#owners.set(slot, shard.term);
       if (owner !== undefined) this.#tookOver(shard, slot, now, window);
     }
     const takenOver = this.#takenOver.get(slot);
@@ -67,7 +68,7 @@ export class ShardQuarantine {
     const now = monotonicNow();
     const window = this.windowMs();
     let latest = -Infinity;
-    for (const runId of new Set(this.#owners.values())) latest = Math.max(latest, this.#since.get(runId) ?? -Infinity);
+    for (const term of new Set(this.#owners.values())) latest = Math.max(latest, this.#since.get(term) ?? -Infinity);
     for (const seen of this.#takenOver.values()) latest = Math.max(latest, seen);
     const remaining = window - (now - latest);
     return remaining > 0 ? Math.ceil(remaining) : undefined;
@@ -76,7 +77,7 @@ export class ShardQuarantine {
   /** A server answers for the first time: its votes count once it has been up for the window. */
   #firstSeen(shard: ShardIdentity, now: number): number {
     const since = now - shard.uptimeMs;
-    this.#since.set(shard.runId, since);
+    this.#since.set(shard.term, since);
     const remainingMs = this.windowMs() - shard.uptimeMs;
     if (remainingMs > 0) this.notify({ node: this.#name(shard), reason: 'recent start', remainingMs });
     return since;
@@ -84,9 +85,9 @@ export class ShardQuarantine {
 
   #tookOver(shard: ShardIdentity, slot: number, now: number, window: number): void {
     this.#takenOver.set(slot, now);
-    const announced = this.#announced.get(shard.runId);
+    const announced = this.#announced.get(shard.term);
     if (announced !== undefined && now - announced < window) return;
-    this.#announced.set(shard.runId, now);
+    this.#announced.set(shard.term, now);
     this.notify({ node: this.#name(shard), reason: 'run_id changed', remainingMs: window });
   }
 

@@ -2,13 +2,19 @@ import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { QuarantineNotice } from '../../lib/core/index.js';
 import { NodeQuarantinedError } from '../../lib/core/redis-node.js';
 import { ShardQuarantine } from '../../lib/core/shard-quarantine.js';
+import type { ShardIdentity } from '../../lib/core/cluster-scripts.js';
 
 // The judge of a Redis Cluster voter's replies, on its own: which server answered for which slot,
 // on a clock the test moves. What a real cluster does to it is in test/cluster/.
 
 const WINDOW = 10_000;
-const A = { runId: 'a'.repeat(40), uptimeMs: 60_000 };
-const B = { runId: 'b'.repeat(40), uptimeMs: 60_000 };
+const shard = (id: string, uptimeMs: number, replId = '1'.repeat(40)): ShardIdentity => ({
+  runId: id.repeat(40),
+  uptimeMs,
+  term: `${id.repeat(40)}/${replId}`,
+});
+const A = shard('a', 60_000);
+const B = shard('b', 60_000);
 
 let notices: QuarantineNotice[];
 let shards: ShardQuarantine;
@@ -49,7 +55,7 @@ describe('ShardQuarantine', () => {
   });
 
   it('holds back every vote of a server up for less than the window, and says so once', () => {
-    const young = { runId: 'c'.repeat(40), uptimeMs: 1_000 };
+    const young = shard('c', 1_000);
     shards.learn(new Map([[4, young]]));
     const refusal = shards.judge(young, 4);
     expect(refusal).toBeInstanceOf(NodeQuarantinedError);
@@ -59,5 +65,15 @@ describe('ShardQuarantine', () => {
     vi.advanceTimersByTime(WINDOW - 1_000);
     expect(shards.judge(young, 4)).toBeUndefined();
     expect(notices).toHaveLength(1);
+  });
+
+  it('holds back a slot that failed over and back to the same server: same run_id, new replication id', () => {
+    expect(shards.judge(A, 1)).toBeUndefined();
+    // A was demoted and promoted again without restarting: a promotion starts a new replication id.
+    const againA = { ...A, term: `${A.runId}/${'2'.repeat(40)}` };
+    expect(shards.judge(againA, 1)).toBeInstanceOf(NodeQuarantinedError);
+    expect(notices).toEqual([expect.objectContaining({ reason: 'run_id changed', node: `cluster:127.0.0.1:7000 (shard ${A.runId.slice(0, 12)})` })]);
+    vi.advanceTimersByTime(WINDOW);
+    expect(shards.judge(againA, 1)).toBeUndefined();
   });
 });

@@ -31,6 +31,8 @@ const ORDER = [
   'duplicate-names',
   'sentinel-failover',
   'sentinel-control',
+  'cluster-failover',
+  'cluster-control',
 ];
 
 const KIND_TEXT = {

@@ -17,13 +17,21 @@ export interface EngineSettings {
   wakeups?: boolean;
 }
 
+/** A whole Redis Cluster as one voter: the nodes its ioredis `Cluster` client is given to find it. */
+export interface ClusterVoterConfig {
+  cluster: { host: string; port: number }[];
+}
+
 export interface WorkerConfig {
   /** Label of this process in the history. */
   proc: string;
   /** One URL per master, in fleet order (direct, or through a proxy). */
   urls: string[];
-  /** Instead of `urls`: one voter each, a URL or ioredis options (a Sentinel-managed master's `sentinels` and `name`). */
-  voters?: (string | { sentinels: { host: string; port: number }[]; name: string })[];
+  /**
+   * Instead of `urls`: one voter each, a URL, ioredis options (a Sentinel-managed master's
+   * `sentinels` and `name`), or a whole Redis Cluster (ClusterVoterConfig).
+   */
+  voters?: (string | { sentinels: { host: string; port: number }[]; name: string } | ClusterVoterConfig)[];
   /** Async workers in this process. */
   workers: number;
   /** Worker i locks resources[i % length]. */

@@ -8,7 +8,8 @@ import { once } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
 import { autoExtend, Redlock, RedlockError, type Lock, type QuarantineNotice } from '../../../lib/core/index.js';
-import { connectMasters, connectVoters, disconnectAll } from '../../support/masters.js';
+import { connectMasters, disconnectAll } from '../../support/masters.js';
+import { connectSafetyVoters } from './cluster-client.js';
 import { now, nsFromMs } from './history.js';
 import type { ChildMessage, LoseReplyRequest } from './protocol.js';
 import { ask, config, flush, goListeners, proc, record, send, stopping } from './worker-ipc.js';
@@ -23,7 +24,7 @@ interface Engine {
 const engines: Engine[] = [];
 
 async function newEngine(): Promise<Engine> {
-  const clients = config.voters ? await connectVoters(config.voters) : await connectMasters(config.urls);
+  const clients = config.voters ? await connectSafetyVoters(config.voters) : await connectMasters(config.urls);
   // Warnings go into the history: a scenario can check what the engine told its operator.
   const logger = { warn: (message: string) => record({ worker: -1, op: 'warning', phase: 'ok', note: message.slice(0, 400) }) };
   const redlock = new Redlock(clients, { ...config.engine, logger });
