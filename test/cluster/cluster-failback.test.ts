@@ -69,7 +69,7 @@ it('a slot that fails over and back to the same server process: its vote waits o
   // E reads the slot map now: M owns the slot.
   const eClients = [clusterClient() as unknown as Redis, ...(await connectMasters(fleet.urls()))];
   opened.push(...eClients);
-  const e = new Redlock(eClients, { restartQuarantineMs: WINDOW, logger: { warn: () => {} } });
+  const e = new Redlock(eClients, { restartQuarantineMs: WINDOW, nodeTimeoutMs: 1_000, logger: { warn: () => {} } });
   await e.verifyMasters();
   await expect.poll(async () => (await e.checkMasters()).masters[0]!.votes, { timeout: 10_000 }).toBe(true);
 
@@ -87,7 +87,7 @@ it('a slot that fails over and back to the same server process: its vote waits o
   const dead = new Redis(`redis://127.0.0.1:${await freePort()}`, { ...LOCK_CLIENT_OPTIONS, lazyConnect: true });
   dead.on('error', () => {});
   opened.push(dead);
-  const p = new Redlock([pCluster as unknown as Redis, s0!, dead], { restartQuarantineMs: WINDOW, logger: { warn: () => {} } });
+  const p = new Redlock([pCluster as unknown as Redis, s0!, dead], { restartQuarantineMs: WINDOW, nodeTimeoutMs: 1_000, logger: { warn: () => {} } });
   await p.verifyMasters().catch(() => {});
   await admin[R]!.config('SET', 'requirepass', 'held');
   await admin[R]!.call('CLIENT', 'KILL', 'TYPE', 'replica');
