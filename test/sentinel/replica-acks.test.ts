@@ -82,6 +82,10 @@ describe('replicaAcks', () => {
     const warm = await redlock.acquire(['acked-a', 'acked-b'], 5_000);
     await warm.extend(5_000);
     await warm.release();
+    // The rounds settle at a quorum: a straggler's extension and WAIT are counted only once its
+    // release, queued behind them on the same connection, has run.
+    const masters = groups.map((group) => group.direct(group.masterIndex));
+    await expect.poll(() => Promise.all(masters.map((master) => master.exists('redlock:acked-a', 'redlock:acked-b')))).toEqual([0, 0, 0]);
     const waits = countWaits(clients);
     const lock = await redlock.acquire(['acked-a', 'acked-b'], 5_000); // acquire script, then fence write-back
     // The round settles at a quorum: the third master's WAITs may land after it.

@@ -19,6 +19,8 @@ export interface ClusterOptions {
 }
 
 const READY_TIMEOUT_MS = 30_000;
+/** Redis's own limit for a manual failover (cluster-manual-failover timeout, 5 s), and some. */
+const MANUAL_FAILOVER_MS = 8_000;
 
 export class RedisCluster {
   private constructor(
@@ -94,8 +96,16 @@ export class RedisCluster {
 
   /** A graceful, manual failover: the replica catches up, then takes over the master's slots. */
   async failover(replicaIndex: number): Promise<void> {
-    await this.admin[replicaIndex]!.cluster('FAILOVER');
-    await this.until(async () => (await this.admin[replicaIndex]!.role())[0] === 'master', `node ${replicaIndex} to become master`);
+    const promoted = async () => (await this.admin[replicaIndex]!.role())[0] === 'master';
+    // A manual failover gives up by itself when the master does not answer in time (a starved
+    // machine): asked again until it happens, within the usual deadline.
+    const deadline = Date.now() + READY_TIMEOUT_MS;
+    while (!(await promoted().catch(() => false))) {
+      if (Date.now() > deadline) throw new Error(`timed out waiting for node ${replicaIndex} to become master`);
+      await this.admin[replicaIndex]!.cluster('FAILOVER').catch(() => {});
+      const askedAt = Date.now();
+      while (Date.now() - askedAt < MANUAL_FAILOVER_MS && !(await promoted().catch(() => false))) await sleep(50);
+    }
     await this.untilHealthy();
   }
 
