@@ -7,7 +7,8 @@ import { InstrumentationGuard } from './core/instrumentation-guard.js';
 import { compileLockKey, type CompiledLockKey } from './lock-key.js';
 import { checkOnLocked, checkWaitTimeout, isTtl, type RedlockSettings } from './module-settings.js';
 import { REDLOCK_SETTINGS, WITH_LOCK } from './redlock.constants.js';
-import type { WithLockMetadata } from './redlock.interfaces.js';
+import type { WithLockMetadata, WithLockOptions } from './redlock.interfaces.js';
+import { kindOf } from './core/lock-kind.js';
 import { RedlockConfigError } from './redlock-config.error.js';
 
 /** How one decorated method locks: its compiled key and its resolved options. */
@@ -82,10 +83,11 @@ export class LockPlanner {
     if (typeof autoExtend !== 'boolean') {
       throw new RedlockConfigError(`@WithLock on ${site}: autoExtend must be a boolean`);
     }
+    const kind = lockKind(site, metadata.options);
     // Planned at bootstrap (or first call): the restart quarantine must cover this ttl from now on.
     this.redlock.expectTtl(ttlMs);
     // 'fail' and 'skip' are one round; 'wait' keeps the engine's retry settings, bounded by the wait timeout.
-    const options: UsingOptions = onLocked === 'wait' ? { waitTimeoutMs, autoExtend } : { retryCount: 0, autoExtend };
+    const options: UsingOptions = { ...(onLocked === 'wait' ? { waitTimeoutMs, autoExtend } : { retryCount: 0, autoExtend }), ...kind };
     return {
       site,
       key,
@@ -103,6 +105,17 @@ export class LockPlanner {
     const logger = this.settings.engine.logger as { debug?: (message: string) => void } | undefined;
     return typeof logger?.debug === 'function' ? (message) => logger.debug!(message) : undefined;
   }
+}
+
+/** `mode` and `limit` as the engine takes them, checked at bootstrap; absent when they are the defaults. */
+function lockKind(site: string, options: Readonly<WithLockOptions>): Pick<UsingOptions, 'mode' | 'limit'> {
+  const { mode, limit } = options;
+  try {
+    kindOf({ mode, limit });
+  } catch (error) {
+    throw new RedlockConfigError(`@WithLock on ${site}: ${(error as Error).message}`);
+  }
+  return { ...(mode === undefined ? {} : { mode }), ...(limit === undefined ? {} : { limit }) };
 }
 
 function isObservableType(type: unknown): boolean {

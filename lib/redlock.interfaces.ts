@@ -2,6 +2,7 @@ import type { ExecutionContext, Type } from '@nestjs/common';
 import type { Cluster, Redis, RedisOptions } from 'ioredis';
 import type { RedlockError } from './core/errors.js';
 import type { RedlockOptions } from './core/redlock-options.js';
+import type { LockMode } from './core/lock-kind.js';
 import type { RedlockInterceptor } from './redlock.interceptor.js';
 
 /**
@@ -33,6 +34,10 @@ export interface WithLockOptions {
   waitTimeoutMs?: number;
   /** Keep extending the lock while the method runs. Default true. */
   autoExtend?: boolean;
+  /** `'read'`: runs beside other readers, never beside a writer. Default `'write'`: exclusive. */
+  mode?: LockMode;
+  /** At most this many calls hold the key at once, across every replica (a semaphore). Default 1. */
+  limit?: number;
 }
 
 /** What `@WithLock` records on the method. */

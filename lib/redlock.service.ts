@@ -38,9 +38,16 @@ export class RedlockService implements OnApplicationShutdown {
     return this.engine.acquire(resources, ttlMs, options);
   }
 
-  /** One round, no waiting: the lock, or null when another owner holds it. */
-  tryAcquire(resources: Resources, ttlMs: number = this.settings.defaultTtlMs): Promise<Lock | null> {
-    return this.engine.tryAcquire(resources, ttlMs);
+  /**
+   * One round, no waiting: the lock, or null when another owner holds it. `mode` and `limit` as
+   * for `acquire` (a reader; a permit of a semaphore).
+   */
+  tryAcquire(
+    resources: Resources,
+    ttlMs: number = this.settings.defaultTtlMs,
+    options?: Pick<AcquireOptions, 'fencing' | 'mode' | 'limit'>,
+  ): Promise<Lock | null> {
+    return this.engine.tryAcquire(resources, ttlMs, options);
   }
 
   /**

@@ -14,7 +14,15 @@ export interface LockAdapter<H = unknown> {
   acquire(key: string, ttlMs: number): Promise<H>;
   release(handle: H): Promise<void>;
   close(): Promise<void>;
+  /**
+   * For the semaphore and read-write scenarios, where the library has them: a permit of a
+   * semaphore of `limit`, or a reader / writer. Absent: the library has neither.
+   */
+  acquireShared?(key: string, ttlMs: number, shape: SharedShape): Promise<H>;
 }
+
+/** What a shared acquisition asks for: a permit of `limit`, or a reader or writer. */
+export type SharedShape = { readonly limit: number } | { readonly mode: 'read' | 'write' };
 
 export interface SetupOptions {
   /** ioredis `enableAutoPipelining`, given to every library alike. */

@@ -3,7 +3,7 @@ import { Redlock, type Lock } from '../../lib/core/index.js';
 import { RedlockTelemetry, type RedlockTelemetryOptions } from '../../lib/opentelemetry/index.js';
 import { connect, disconnect } from '../support/clients.js';
 import { installOtelSdk } from '../support/otel-sdk.js';
-import { WAIT_MS, type LockAdapter, type SetupOptions } from './lock-adapter.js';
+import { WAIT_MS, type LockAdapter, type SetupOptions, type SharedShape } from './lock-adapter.js';
 
 export class NestjsRedlockAdapter implements LockAdapter<Lock> {
   readonly name: string;
@@ -35,6 +35,10 @@ export class NestjsRedlockAdapter implements LockAdapter<Lock> {
 
   acquire(key: string, ttlMs: number): Promise<Lock> {
     return this.#redlock!.acquire(key, ttlMs);
+  }
+
+  acquireShared(key: string, ttlMs: number, shape: SharedShape): Promise<Lock> {
+    return this.#redlock!.acquire(key, ttlMs, shape);
   }
 
   async release(lock: Lock): Promise<void> {

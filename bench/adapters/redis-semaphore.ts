@@ -1,7 +1,7 @@
 import type { Redis } from 'ioredis';
-import { RedlockMutex } from 'redis-semaphore';
+import { RedlockMutex, RedlockSemaphore } from 'redis-semaphore';
 import { connect, disconnect } from '../support/clients.js';
-import { WAIT_MS, type LockAdapter, type SetupOptions } from './lock-adapter.js';
+import { WAIT_MS, type LockAdapter, type SetupOptions, type SharedShape } from './lock-adapter.js';
 
 export class RedisSemaphoreAdapter implements LockAdapter<RedlockMutex> {
   readonly name = 'redis-semaphore (RedlockMutex)';
@@ -24,6 +24,18 @@ export class RedisSemaphoreAdapter implements LockAdapter<RedlockMutex> {
     });
     await mutex.acquire();
     return mutex;
+  }
+
+  /** RedlockSemaphore for a permit (its RedlockMutex's sibling); it has no read-write lock. */
+  async acquireShared(key: string, ttlMs: number, shape: SharedShape): Promise<RedlockMutex> {
+    if (!('limit' in shape)) throw new Error('redis-semaphore has no read-write lock');
+    const semaphore = new RedlockSemaphore(this.#clients, key, shape.limit, {
+      lockTimeout: ttlMs,
+      acquireTimeout: WAIT_MS,
+      refreshInterval: 0,
+    });
+    await semaphore.acquire();
+    return semaphore;
   }
 
   release(mutex: RedlockMutex): Promise<void> {

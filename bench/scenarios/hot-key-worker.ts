@@ -17,6 +17,10 @@ export interface WorkerJob {
   ttlMs: number;
   /** After endAt, how long acquires still waiting may finish before they are cut off. */
   graceMs: number;
+  /** A semaphore's permits instead of the lock (bench/scenarios/shared-hot-key.ts). */
+  limit?: number;
+  /** Readers and writers instead of the lock: the share of acquires that read. */
+  readShare?: number;
 }
 
 /** Sent by the coordinator once every process is connected. hrtime values as decimal strings. */
@@ -36,6 +40,9 @@ export interface WorkerReport {
   censored: number;
   /** [acquired, release called] in ns since startAt. */
   holds: [number, number][];
+  /** With `readShare`: per hold, 'r' or 'w'; per wait, the same (a wait that failed included). */
+  holdModes?: ('r' | 'w')[];
+  waitModes?: ('r' | 'w')[];
 }
 
 const job = JSON.parse(process.argv[2]!) as WorkerJob;
@@ -47,7 +54,13 @@ const startAt = BigInt(go.startAt);
 const endAt = BigInt(go.endAt);
 await sleep(Number(startAt - process.hrtime.bigint()) / 1e6);
 
-const report: WorkerReport = { waits: [], failures: 0, censored: 0, holds: [] };
+const report: WorkerReport = {
+  waits: [],
+  failures: 0,
+  censored: 0,
+  holds: [],
+  ...(job.readShare === undefined ? {} : { holdModes: [], waitModes: [] }),
+};
 /** When each worker that is waiting right now asked. */
 const waiting = new Set<bigint>();
 const ns = (t: bigint) => Number(t - startAt);
@@ -56,12 +69,14 @@ async function worker(): Promise<void> {
   while (process.hrtime.bigint() < endAt) {
     const asked = process.hrtime.bigint();
     let handle: unknown;
+    const mode = job.readShare === undefined ? undefined : Math.random() < job.readShare ? 'read' : 'write';
     waiting.add(asked);
     try {
-      handle = await adapter.acquire(job.key, job.ttlMs);
+      handle = await take(mode);
     } catch {
       report.failures++;
       report.waits.push(Number(process.hrtime.bigint() - asked) / 1e6);
+      if (mode) report.waitModes!.push(mode === 'read' ? 'r' : 'w');
       continue;
     } finally {
       waiting.delete(asked);
@@ -72,7 +87,17 @@ async function worker(): Promise<void> {
     await adapter.release(handle);
     report.waits.push(Number(acquired - asked) / 1e6);
     report.holds.push([ns(acquired), ns(releasing)]);
+    if (mode) {
+      report.holdModes!.push(mode === 'read' ? 'r' : 'w');
+      report.waitModes!.push(mode === 'read' ? 'r' : 'w');
+    }
   }
+}
+
+function take(mode: 'read' | 'write' | undefined): Promise<unknown> {
+  if (job.limit !== undefined) return adapter.acquireShared!(job.key, job.ttlMs, { limit: job.limit });
+  if (mode) return adapter.acquireShared!(job.key, job.ttlMs, { mode });
+  return adapter.acquire(job.key, job.ttlMs);
 }
 
 // Acquires still waiting at endAt may finish (their waits are real), but a library that leaves

@@ -6,7 +6,9 @@ export type RedlockErrorCode =
   | 'LOCK_LOST'
   | 'EXTENSION_LIMIT'
   | 'INVALID_ARGUMENT'
-  | 'ACQUIRE_ABORTED';
+  | 'ACQUIRE_ABORTED'
+  | 'LOCK_KIND_MISMATCH'
+  | 'LOCK_UPGRADE';
 
 /** Base class of every error this library throws; `code` is stable across versions. */
 export abstract class RedlockError extends Error {
@@ -130,6 +132,36 @@ export class AcquireAbortedError extends RedlockError {
     reason: unknown,
   ) {
     super(`acquiring ${names(resources)} was aborted`, { cause: reason });
+  }
+}
+
+/**
+ * A resource is used as two kinds of lock at once: a semaphore of one `limit` here and of another
+ * there, or a semaphore and a plain / read-write lock. Merging them would break both promises.
+ */
+export class LockKindMismatchError extends RedlockError {
+  readonly code = 'LOCK_KIND_MISMATCH';
+
+  constructor(
+    readonly resource: string,
+    /** What this call asked for: `'lock'` (plain, read or write: one family) or `'limit N'`. */
+    readonly requested: string,
+    /** What holds the resource: `'lock'`, `'read'` or `'limit N'`. */
+    readonly found: string,
+  ) {
+    super(`resource ${JSON.stringify(resource)} is used as ${found} and was asked for as ${requested}: a resource has one limit and one lock family`);
+  }
+}
+
+/**
+ * A write lock asked for inside work that holds only a read lock on the resource: waiting for the
+ * readers to leave would wait for itself. Release the read lock and acquire the write lock instead.
+ */
+export class LockUpgradeError extends RedlockError {
+  readonly code = 'LOCK_UPGRADE';
+
+  constructor(readonly resources: readonly string[]) {
+    super(`write lock on ${names(resources)} asked for inside a read lock on it: upgrading a read lock is refused (it would deadlock)`);
   }
 }
 

@@ -1,4 +1,5 @@
 export { Redlock, type AcquireOptions, type UsingOptions, type LockedRoutine } from './redlock.js';
+export type { LockMode } from './lock-kind.js';
 export type { RedlockEngine } from './redlock-engine.js';
 export { Lock, type ReleaseResult } from './lock.js';
 export { autoExtend } from './auto-extender.js';
@@ -25,6 +26,8 @@ export {
   ExtensionLimitError,
   InvalidArgumentError,
   AcquireAbortedError,
+  LockKindMismatchError,
+  LockUpgradeError,
   type RedlockErrorCode,
 } from './errors.js';
 export type { QuarantineNotice } from './restart-quarantine.js';

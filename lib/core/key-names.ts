@@ -6,7 +6,12 @@
  */
 export class KeyNames {
   constructor(
-    private readonly prefixes: { readonly keyPrefix: string; readonly queueKeyPrefix: string; readonly fenceKeyPrefix: string },
+    private readonly prefixes: {
+      readonly keyPrefix: string;
+      readonly queueKeyPrefix: string;
+      readonly fenceKeyPrefix: string;
+      readonly holdersKeyPrefix: string;
+    },
     readonly hashTags: boolean,
   ) {}
 
@@ -16,6 +21,11 @@ export class KeyNames {
 
   queue(resource: string): string {
     return this.#name(this.prefixes.queueKeyPrefix, resource);
+  }
+
+  /** The readers or permit holders of a resource (`mode: 'read'`, `limit`). */
+  holders(resource: string): string {
+    return this.#name(this.prefixes.holdersKeyPrefix, resource);
   }
 
   fence(resource: string): string {

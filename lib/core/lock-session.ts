@@ -1,6 +1,7 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { autoExtend } from './auto-extender.js';
-import { InvalidArgumentError } from './errors.js';
+import { InvalidArgumentError, LockKindMismatchError, LockUpgradeError } from './errors.js';
+import { describeKind, familyOf, kindOf, type LockKind } from './lock-kind.js';
 import type { Lock, ReleaseResult } from './lock.js';
 import type { AcquireOptions, LockedRoutine, UsingOptions } from './redlock.js';
 import { checkCallOptions, checkResources, checkTtl } from './redlock-options.js';
@@ -81,7 +82,9 @@ export async function enterSession(engine: SessionEngine, resources: string | re
   const list = checkResources(resources, engine.options.maxResources);
   checkTtl('ttlMs', ttlMs);
   checkCallOptions(options);
+  const kind = kindOf(options);
   const outer = currentScope(engine);
+  if (outer) checkReentry(outer, list, kind);
   const missing = outer ? list.filter((resource) => !outer.locks.has(resource)) : list;
   if (outer && missing.length === 0) {
     return new LockSession(engine, outer.locks.get(list[0]!)!, outer.signal, true, undefined);
@@ -90,6 +93,22 @@ export async function enterSession(engine: SessionEngine, resources: string | re
   const stop = options.autoExtend === false ? undefined : autoExtend(lock, ttlMs);
   const signal = outer ? AbortSignal.any([outer.signal, lock.signal]) : lock.signal;
   return new LockSession(engine, lock, signal, false, stop);
+}
+
+/**
+ * Whether the holds this context has on some of `resources` cover a request of `kind`: a read
+ * inside a write or a read, a write inside a write, a permit inside a permit of the same limit.
+ * A write inside a read would wait for itself for ever (the outer reader never leaves): refused.
+ */
+function checkReentry(outer: LockScope, resources: readonly string[], kind: LockKind): void {
+  const upgrades: string[] = [];
+  for (const resource of resources) {
+    const held = outer.locks.get(resource)?.kind;
+    if (!held) continue;
+    if (familyOf(held) !== familyOf(kind)) throw new LockKindMismatchError(resource, describeKind(kind), describeKind(held));
+    if (kind.type === 'write' && held.type === 'read') upgrades.push(resource);
+  }
+  if (upgrades.length > 0) throw new LockUpgradeError(upgrades);
 }
 
 /** `using` of every engine: the routine runs in a session, which is always exited afterwards. */

@@ -1,6 +1,7 @@
 import { inspect } from 'node:util';
 import { monotonicNow } from './clock.js';
 import { LockLostError } from './errors.js';
+import { WRITE, type LockKind, type LockMode } from './lock-kind.js';
 import type { NodeOutcome } from './node-outcome.js';
 
 /** What a release did on each master. Releasing never throws: an expired lock is a normal case. */
@@ -36,6 +37,9 @@ export interface LockSummary {
   readonly validUntil: string | null;
   readonly remainingMs: number;
   readonly fence?: number;
+  readonly mode?: 'read';
+  readonly limit?: number;
+  readonly slots?: readonly number[];
 }
 
 /**
@@ -66,6 +70,10 @@ export class Lock {
     deadline: number,
     /** Fencing token, when the acquisition asked for one. */
     readonly fence?: number,
+    /** An exclusive lock (a writer), a reader, or a permit of a semaphore. */
+    readonly kind: LockKind = WRITE,
+    /** For a permit: which of the `limit` slots it holds, per resource. */
+    readonly slots?: readonly number[],
   ) {
     this.#engine = engine;
     this.#token = token;
@@ -76,6 +84,16 @@ export class Lock {
   /** The random value that marks this lock's keys on the masters. Whoever has it can release the lock. */
   get token(): string {
     return this.#token;
+  }
+
+  /** `'read'` for a reader; `'write'` for the exclusive lock and for a semaphore's permit. */
+  get mode(): LockMode {
+    return this.kind.type === 'read' ? 'read' : 'write';
+  }
+
+  /** How many holders the resource admits at once: a semaphore's `limit`, else 1. */
+  get limit(): number {
+    return this.kind.type === 'permit' ? this.kind.limit : 1;
   }
 
   /** The ttl of the last acquire or extend. */
@@ -169,6 +187,8 @@ export class Lock {
       validUntil: remainingMs > 0 ? new Date(Date.now() + remainingMs).toISOString() : null,
       remainingMs,
       ...(this.fence === undefined ? {} : { fence: this.fence }),
+      ...(this.kind.type === 'read' ? { mode: 'read' as const } : {}),
+      ...(this.kind.type === 'permit' ? { limit: this.kind.limit, slots: this.slots } : {}),
     };
   }
 

@@ -17,7 +17,7 @@ export interface LuaScript {
   readonly sha: string;
 }
 
-function script(name: string, source: string): LuaScript {
+export function script(name: string, source: string): LuaScript {
   return { name, source, sha: createHash('sha1').update(source).digest('hex') };
 }
 
@@ -39,7 +39,7 @@ function script(name: string, source: string): LuaScript {
  *   process waiting for the key would be sent the message, one write per process and master
  *   for every release, to wake one waiter.
  */
-const QUEUE_LUA = `local clock
+export const QUEUE_LUA = `local clock
 local function nowMs()
   if not clock then
     local t = redis.call('TIME')
@@ -93,6 +93,7 @@ end
  *
  * Returns {1, fence} on grant: for a fenced lock the highest fence counter of the resources
  * here, read in the same script as the SET so no holder's write-back slips between; else 0.
+ * Returns {2, resource index, marker} when a semaphore holds a resource (LockKindMismatchError).
  * Returns {0, wait} on refusal: how long until the blocking key expires (the holder's PTTL, or
  * a reservation's), or with no key in the way until the queue's head entry dies: how long a
  * crashed holder or head can stall the caller, and what it may be told to wait (Retry-After).
@@ -109,6 +110,8 @@ local wait = -2
 local reserved = {}
 for i = 1, n do
   local owner = redis.call('GET', KEYS[i])
+  -- A semaphore's holders live here (their marker): another family, never waited for.
+  if owner and string.sub(owner, 1, 2) == '*s' then return {2, i, owner} end
   if owner and owner == reservation then
     reserved[i] = true
   elseif owner and owner ~= ARGV[1] then
@@ -181,6 +184,25 @@ return replies`,
 export const TAKEN = 'taken';
 
 /**
+ * Lua: raises the fence counters KEYS[<first> + i], i = 1..n, to ARGV[2] where they are lower,
+ * expiring ARGV[4] ms later (0: kept). Shared by the lock's and the shared holders' write-backs.
+ */
+export function raiseFencesLua(first: string): string {
+  return `local fence = tonumber(ARGV[2])
+local expire = tonumber(ARGV[4])
+for i = 1, n do
+  local counter = tonumber(redis.call('GET', KEYS[${first} + i]) or '0')
+  if not counter or counter < fence then
+    if expire > 0 then
+      redis.call('SET', KEYS[${first} + i], ARGV[2], 'PX', expire)
+    else
+      redis.call('SET', KEYS[${first} + i], ARGV[2])
+    end
+  end
+end`;
+}
+
+/**
  * Second phase of a fenced acquisition: raises each resource's fence counter to the new fence,
  * but only while this node still holds every lock key with our token. A write-back landing
  * after our key expired could follow the next holder's read and break monotonicity.
@@ -194,18 +216,7 @@ export const FENCE_SCRIPT = script(
 for i = 1, n do
   if redis.call('GET', KEYS[i]) ~= ARGV[1] then return 0 end
 end
-local fence = tonumber(ARGV[2])
-local expire = tonumber(ARGV[4])
-for i = 1, n do
-  local counter = tonumber(redis.call('GET', KEYS[2 * n + i]) or '0')
-  if not counter or counter < fence then
-    if expire > 0 then
-      redis.call('SET', KEYS[2 * n + i], ARGV[2], 'PX', expire)
-    else
-      redis.call('SET', KEYS[2 * n + i], ARGV[2])
-    end
-  end
-end
+${raiseFencesLua('2 * n')}
 return 1`,
 );
 
@@ -313,8 +324,9 @@ function isInteger(value: unknown): value is number {
   return typeof value === 'number' && Number.isSafeInteger(value);
 }
 
-/** ACQUIRE_SCRIPT replies, as votes: {1, fence} or {0, wait}. */
+/** ACQUIRE_SCRIPT replies, as votes: {1, fence} or {0, wait}; a kind mismatch {2, i, marker} refuses (the caller reads it apart). */
 export function interpretAcquire(reply: unknown): RoundReply {
+  if (Array.isArray(reply) && reply.length === 3 && reply[0] === 2) return { granted: false };
   if (!Array.isArray(reply) || reply.length !== 2 || (reply[0] !== 0 && reply[0] !== 1) || !isInteger(reply[1])) {
     throw new UnexpectedReplyError('acquire', reply);
   }

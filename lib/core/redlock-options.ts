@@ -47,6 +47,8 @@ export interface RedlockOptions extends WaitOptions {
   fenceKeyPrefix?: string;
   /** Prefix of the per-resource waiter queues that make waiting fair. Default `"redlock-queue:"`. */
   queueKeyPrefix?: string;
+  /** Prefix of the per-resource hashes of readers and permit holders (`mode: 'read'`, `limit`). Default `"redlock-holders:"`. */
+  holdersKeyPrefix?: string;
   /**
    * Wake waiters the moment a lock is released (one subscriber connection per master per
    * engine, opened on first contention) instead of polling. Default true.
@@ -102,6 +104,7 @@ export interface ResolvedRedlockOptions {
   readonly fenceTimeFloor: boolean;
   readonly fenceRetentionMs: number;
   readonly queueKeyPrefix: string;
+  readonly holdersKeyPrefix: string;
   readonly wakeups: boolean;
   /** A fixed window, `'max-ttl'` for the longest ttl used, or false for off. */
   readonly restartQuarantineMs: number | 'max-ttl' | false;
@@ -116,6 +119,7 @@ const DEFAULTS = {
   keyPrefix: 'redlock:',
   fenceKeyPrefix: 'redlock-fence:',
   queueKeyPrefix: 'redlock-queue:',
+  holdersKeyPrefix: 'redlock-holders:',
   driftFactor: 0.01,
   maxExtensions: 1000,
   maxResources: 1000,
@@ -142,6 +146,7 @@ export function resolveOptions(options: RedlockOptions = {}): ResolvedRedlockOpt
     fenceTimeFloor: options.fenceTimeFloor ?? true,
     fenceRetentionMs: options.fenceRetentionMs ?? DEFAULTS.fenceRetentionMs,
     queueKeyPrefix: options.queueKeyPrefix ?? DEFAULTS.queueKeyPrefix,
+    holdersKeyPrefix: options.holdersKeyPrefix ?? DEFAULTS.holdersKeyPrefix,
     wakeups: options.wakeups ?? true,
     restartQuarantineMs: options.restartQuarantineMs ?? ('max-ttl' as const),
     replicaAcks: options.replicaAcks ?? 0,
@@ -179,9 +184,9 @@ export function resolveOptions(options: RedlockOptions = {}): ResolvedRedlockOpt
  * is another resource's queue or fence key (`keyPrefix: ''` and resource `redlock-queue:x` would
  * take over x's queue), or its release channel is a process's wake-up channel.
  */
-function checkPrefixes(names: Pick<ResolvedRedlockOptions, 'keyPrefix' | 'fenceKeyPrefix' | 'queueKeyPrefix'>): void {
-  type Prefix = 'keyPrefix' | 'fenceKeyPrefix' | 'queueKeyPrefix' | 'wake-up channel';
-  const prefixes = ['keyPrefix', 'fenceKeyPrefix', 'queueKeyPrefix'] as const;
+function checkPrefixes(names: Pick<ResolvedRedlockOptions, 'keyPrefix' | 'fenceKeyPrefix' | 'queueKeyPrefix' | 'holdersKeyPrefix'>): void {
+  type Prefix = 'keyPrefix' | 'fenceKeyPrefix' | 'queueKeyPrefix' | 'holdersKeyPrefix' | 'wake-up channel';
+  const prefixes = ['keyPrefix', 'fenceKeyPrefix', 'queueKeyPrefix', 'holdersKeyPrefix'] as const;
   for (const name of prefixes) {
     if (typeof names[name] !== 'string') throw new InvalidArgumentError(name, names[name], 'expected a string');
   }

@@ -1,13 +1,7 @@
 import { EventEmitter } from 'node:events';
 import type { Redis } from 'ioredis';
 import { monotonicNow, validityLeftMs } from './clock.js';
-import {
-  AcquireAbortedError,
-  ExtensionLimitError,
-  LockHeldError,
-  LockLostError,
-  QuorumUnreachableError,
-} from './errors.js';
+import { AcquireAbortedError, ExtensionLimitError, LockHeldError, LockLostError, QuorumUnreachableError } from './errors.js';
 import { HeldLocks, type Acquisition } from './held-locks.js';
 import { Lock, type LockEngine, type ReleaseResult } from './lock.js';
 import type { MasterFailure, MasterOperation } from './instrumentation.js';
@@ -51,12 +45,19 @@ import {
   type WaitOptions,
 } from './redlock-options.js';
 import { newToken } from './token.js';
+import { kindOf, WRITE, type LockMode } from './lock-kind.js';
+import { SharedHolds, throwMismatch } from './shared-holds.js';
+import { mismatchWatch } from './shared-scripts.js';
 
 export interface AcquireOptions extends WaitOptions {
   /** Cancels waiting; the acquire then rejects with AcquireAbortedError and holds nothing. */
   signal?: AbortSignal;
   /** Give this lock a fencing token (`lock.fence`); overrides the engine's `fencing` option. */
   fencing?: boolean;
+  /** `'read'`: shared with other readers, exclusive of writers. Default `'write'`: the exclusive lock. */
+  mode?: LockMode;
+  /** At most this many holders at once (a semaphore; each holds a permit). Default 1: the exclusive lock. */
+  limit?: number;
 }
 
 export interface UsingOptions extends AcquireOptions {
@@ -95,6 +96,7 @@ export class Redlock extends EventEmitter implements LockEngine {
   readonly #handOver = new LocalHandOver(this, this.#localQueue);
   readonly #entries: QueueEntries;
   readonly #names: KeyNames;
+  readonly #shared: SharedHolds;
   readonly #instrumentation: InstrumentationGuard | undefined;
   /** Per kind of round, what tells the instrumentation of a master's failure: made once, not per round. */
   readonly #masterFailures: Record<MasterOperation, (index: number, failure: MasterFailure) => void> | undefined;
@@ -116,6 +118,16 @@ export class Redlock extends EventEmitter implements LockEngine {
     // A Redis Cluster voter runs a script on one shard: a resource's keys must share a hash slot.
     this.#names = new KeyNames(this.options, this.nodes.some((node) => node instanceof ClusterVoter));
     this.#entries = new QueueEntries(this.nodes, this.#names);
+    this.#shared = new SharedHolds({
+      engine: this,
+      quorum: Math.floor(this.nodes.length / 2) + 1,
+      options: this.options,
+      names: this.#names,
+      round: (ttlMs, interpret, send, operation) => this.round(ttlMs, interpret, send, operation),
+      vote: (request) => this.vote(request),
+      held: (lock, round, waiter) => this.#held.add(lock, { round, waiter, queuing: true }),
+      leave: (resources, waiter) => this.#entries.leave(resources, waiter),
+    });
     // Ask every master who it is now, so the first acquire does not pay that round trip; a
     // master that cannot answer yet is asked again at its first vote.
     for (const node of this.nodes) this.#admission.identify(node).catch(() => {});
@@ -135,7 +147,7 @@ export class Redlock extends EventEmitter implements LockEngine {
   }
 
   /** One round, no waiting and no place in line: the lock, or null when another owner holds it. */
-  async tryAcquire(resources: string | readonly string[], ttlMs: number, options: Pick<AcquireOptions, 'fencing'> = {}): Promise<Lock | null> {
+  async tryAcquire(resources: string | readonly string[], ttlMs: number, options: Pick<AcquireOptions, 'fencing' | 'mode' | 'limit'> = {}): Promise<Lock | null> {
     try {
       return await this.#acquire(resources, ttlMs, { ...options, retryCount: 0 }, false);
     } catch (error) {
@@ -149,6 +161,9 @@ export class Redlock extends EventEmitter implements LockEngine {
     checkTtl('ttlMs', ttlMs);
     checkCallOptions(options);
     const wait = resolveWait(options, this.options);
+    const kind = kindOf(options, this.#names.hashTags);
+    // Readers and permits hold together: no local line, no hand-over (those pass one exclusive lock on).
+    const exclusive = kind.type === 'write';
     this.#quarantine?.observeTtl(ttlMs);
     const fencing = options.fencing ?? this.options.fencing;
     const keys = list.map((resource) => this.#names.lock(resource));
@@ -160,8 +175,8 @@ export class Redlock extends EventEmitter implements LockEngine {
     // A caller that will not wait (tryAcquire, retryCount 0) does not wait in line either.
     const waits = queues && wait.retryCount > 0;
     // Nobody of this process is after these resources: the first try may be a plain SET NX.
-    const first = this.#localQueue.enter(line);
-    let uncontended = first && keys.length === 1 && !fencing;
+    const first = exclusive ? this.#localQueue.enter(line) : true;
+    let uncontended = first && exclusive && keys.length === 1 && !fencing;
     const predecessorFoundNoQuorum = first ? false : await this.#joinLocalLine(line, list, options.signal, waits ? wait.waitTimeoutMs : 0, observer);
     // Only a caller that will wait takes a place in the masters' queues: an entry of one that will
     // not come back would stand ahead of real waiters, and stretch every Retry-After behind it.
@@ -175,7 +190,7 @@ export class Redlock extends EventEmitter implements LockEngine {
         attempt++;
         if (options.signal?.aborted) throw new AcquireAbortedError(list, options.signal.reason);
         const holder = this.#handOver.holderOf(line);
-        if (attempt === 1 && waits && !fencing && holder) {
+        if (attempt === 1 && waits && !fencing && exclusive && holder) {
           uncontended = false;
           // Held in this process: asking the masters would only be refused. Wait for the holder.
           const standBy = () => waiter.standBy(Math.min(giveUpAt - monotonicNow(), holder.remainingMs()));
@@ -187,7 +202,9 @@ export class Redlock extends EventEmitter implements LockEngine {
           }
           if (waiter.handed) return acquired(observer, waiter.handed);
         }
-        const result = await this.attempt(list, keys, ttlMs, attempt, fencing, waiter, uncontended && attempt === 1, observer);
+        const result = exclusive
+          ? await this.attempt(list, keys, ttlMs, attempt, fencing, waiter, uncontended && attempt === 1, observer)
+          : await this.#shared.attempt(list, keys, ttlMs, attempt, fencing, waiter, kind, observer);
         if ('lock' in result) return acquired(observer, result.lock);
         const left = giveUpAt - monotonicNow();
         if (!result.retryable) unreachableRounds++;
@@ -204,7 +221,7 @@ export class Redlock extends EventEmitter implements LockEngine {
         // Waiting for a holder or for a quarantine to end; a retry after a blip is not waiting.
         if (observer && !(result.error instanceof QuorumUnreachableError && result.error.retryAfterMs === undefined)) observer.waiting();
         try {
-          await (!fencing && queues ? this.#handOver.asleep(line, waiter, pause) : pause());
+          await (!fencing && queues && exclusive ? this.#handOver.asleep(line, waiter, pause) : pause());
         } catch {
           this.#entries.leave(list, waiter);
           throw new AcquireAbortedError(list, options.signal?.reason);
@@ -216,7 +233,7 @@ export class Redlock extends EventEmitter implements LockEngine {
       throw error;
     } finally {
       waiter.close();
-      this.#localQueue.leave(line, foundNoQuorum);
+      if (exclusive) this.#localQueue.leave(line, foundNoQuorum);
     }
   }
 
@@ -349,9 +366,9 @@ export class Redlock extends EventEmitter implements LockEngine {
     // From the moment it is sent, a master may apply the new ttl, shorter than the old one perhaps:
     // until the round says more, the lock may rely only on the earlier of the two deadlines.
     lock.narrowed(start + validityLeftMs(ttlMs, start, start, this.options.driftFactor), ttlMs);
-    const args = [lock.token, ttlMs];
+    const request = lock.kind.type === 'write' ? { script: EXTEND_SCRIPT, keys: lock.keys, args: [lock.token, ttlMs] } : this.#shared.extendRequest(lock, ttlMs);
     const acks = replicaWait(this.options, ttlMs);
-    const round = await this.round(ttlMs, grantedIfOne, this.vote((node) => node.write(EXTEND_SCRIPT, lock.keys, args, acks)), 'extend');
+    const round = await this.round(ttlMs, grantedIfOne, this.vote((node) => node.write(request.script, request.keys, request.args, acks)), 'extend');
     const end = monotonicNow();
     const left = validityLeftMs(ttlMs, start, end, this.options.driftFactor);
     if (round.granted >= this.quorum && left > 0) {
@@ -373,6 +390,11 @@ export class Redlock extends EventEmitter implements LockEngine {
   /** @internal Use `lock.release()`. */
   async releaseLock(lock: Lock): Promise<ReleaseResult> {
     const acquisition = this.#held.release(lock);
+    if (lock.kind.type !== 'write') {
+      const waiterId = acquisition && enlisted(acquisition) ? acquisition.waiter.id : '';
+      const round = await this.#shared.release(lock.resources, lock.keys, lock.token, lock.kind, lock.slots, lock.ttlMs, acquisition?.round, waiterId);
+      return { releasedOn: round.granted, heldUntilRelease: round.granted >= this.quorum, nodes: round.outcomes };
+    }
     const line = lineOf(lock.keys);
     const passed = acquisition && this.#handOver.offer(lock, line);
     if (passed) {
@@ -402,6 +424,7 @@ export class Redlock extends EventEmitter implements LockEngine {
     const token = newToken();
     const start = monotonicNow();
     let round: RoundResult;
+    let mismatch: ReturnType<typeof mismatchWatch> | undefined;
     const scriptKeys = plain ? [] : [...keys, ...this.#entries.keys(resources)];
     // With replicaAcks, every granting write carries a WAIT (undefined, and no cost, without).
     const acks = replicaWait(this.options, ttlMs);
@@ -410,7 +433,9 @@ export class Redlock extends EventEmitter implements LockEngine {
     } else {
       if (fencing) scriptKeys.push(...resources.map((r) => this.#names.fence(r)));
       const args = [token, ttlMs, keys.length, waiter.id, waiter.ticket, QUEUE_ENTRY_STAY_MS];
-      round = await this.round(ttlMs, interpretAcquire, this.vote((node) => node.write(ACQUIRE_SCRIPT, scriptKeys, args, acks)), 'acquire');
+      const watch = mismatchWatch(this.vote((node) => node.write(ACQUIRE_SCRIPT, scriptKeys, args, acks)));
+      mismatch = watch;
+      round = await this.round(ttlMs, interpretAcquire, watch.send, 'acquire');
       if (round.refused > 0) waiter.enlisted = true; // a refusing master queued us
     }
     let fence: number | undefined;
@@ -439,6 +464,7 @@ export class Redlock extends EventEmitter implements LockEngine {
     // Timed-out requests may still be applied, and a late grant may land on any node: clean
     // everywhere, behind a scripted acquire only once it has finished (see releaseKeys).
     await this.releaseKeys(resources, keys, token, ttlMs, plain ? undefined : round);
+    throwMismatch(mismatch?.found(), resources, WRITE, () => this.#entries.leave(resources, waiter));
     return roundFailure(resources, round, this.quorum, left, attempt);
   }
 

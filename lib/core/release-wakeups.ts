@@ -29,6 +29,8 @@ export class ReleaseWakeups {
   readonly #listeners = new Map<string, Set<Listener>>();
   /** Channels nobody listens to any more, still subscribed until the linger timer runs out. */
   readonly #lingering = new Set<string>();
+  /** Channels whose SUBSCRIBE is still on its way, and the promise that settles with it. */
+  readonly #subscribing = new Map<string, Promise<void>>();
   #lingerTimer: NodeJS.Timeout | undefined;
   #closed = false;
 
@@ -65,8 +67,17 @@ export class ReleaseWakeups {
     // contention one key is waited for again and again.
     const fresh = added.filter((channel) => !this.#lingering.delete(channel));
     if (fresh.length > 0 && !this.#closed) {
-      await Promise.all(this.nodes.map((node) => this.#subscriber(node).subscribe(fresh)));
+      const subscribed = Promise.all(this.nodes.map((node) => this.#subscriber(node).subscribe(fresh))).then(() => undefined);
+      for (const channel of fresh) this.#subscribing.set(channel, subscribed);
+      void subscribed.finally(() => {
+        for (const channel of fresh) if (this.#subscribing.get(channel) === subscribed) this.#subscribing.delete(channel);
+      });
     }
+    // A listener that joins a channel whose SUBSCRIBE another listener sent a moment ago waits for
+    // it too: readers and permits of one process wait side by side, and a release published
+    // before the subscription is in place would reach neither.
+    const pending = new Set(channels.map((channel) => this.#subscribing.get(channel)).filter((p) => p !== undefined));
+    if (pending.size > 0) await Promise.all(pending);
     return stop;
   }
 

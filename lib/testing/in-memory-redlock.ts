@@ -5,6 +5,7 @@ import {
   ExtensionLimitError,
   InvalidArgumentError,
   LockHeldError,
+  LockKindMismatchError,
   LockLostError,
   QuorumUnreachableError,
   type RedlockError,
@@ -27,6 +28,7 @@ import {
 } from '../core/redlock-options.js';
 import { roundFailure, type RoundFailure } from '../core/round-failure.js';
 import { newToken } from '../core/token.js';
+import { describeKind, kindOf, type LockKind } from '../core/lock-kind.js';
 import { MemoryLockStore, type QueueTicket } from './memory-lock-store.js';
 
 /** The one stand-in master, as errors and health reports name it. */
@@ -79,7 +81,11 @@ export class InMemoryRedlock extends EventEmitter implements RedlockEngine, Lock
     return this.#acquire(resources, ttlMs, options, true);
   }
 
-  async tryAcquire(resources: string | readonly string[], ttlMs: number, options: Pick<AcquireOptions, 'fencing'> = {}): Promise<Lock | null> {
+  async tryAcquire(
+    resources: string | readonly string[],
+    ttlMs: number,
+    options: Pick<AcquireOptions, 'fencing' | 'mode' | 'limit'> = {},
+  ): Promise<Lock | null> {
     try {
       return await this.#acquire(resources, ttlMs, { ...options, retryCount: 0 }, false);
     } catch (error) {
@@ -185,9 +191,11 @@ export class InMemoryRedlock extends EventEmitter implements RedlockEngine, Lock
    */
   loseLock(resource: string, reason = 'a majority of masters no longer holds this lock (InMemoryRedlock.loseLock)'): void {
     const [name] = checkResources(resource, 1);
-    const lock = [...this.#held].find((held) => held.resources.includes(name!) && this.#store.holder(name!) === held.token);
+    const lock = [...this.#held].find((held) => held.resources.includes(name!) && this.#store.holds(name!, held.token));
     if (!lock) throw new InvalidArgumentError('resource', resource, 'no lock of this application holds it');
-    this.#store.drop([name!]);
+    // A reader or permit is one holder among others: only it goes.
+    if (lock.kind.type === 'write') this.#store.drop([name!]);
+    else this.#store.freeShared([name!], lock.token);
     lock.markLost(new LockLostError(lock.resources, reason));
   }
 
@@ -216,7 +224,9 @@ export class InMemoryRedlock extends EventEmitter implements RedlockEngine, Lock
     await Promise.resolve();
     if (!this.#store.reachable) throw new QuorumUnreachableError(lock.resources, this.quorum, [unreachable()]);
     const start = monotonicNow();
-    if (this.#store.extend(lock.resources, lock.token, ttlMs)) {
+    const extended =
+      lock.kind.type === 'write' ? this.#store.extend(lock.resources, lock.token, ttlMs) : this.#store.extendShared(lock.resources, lock.token, ttlMs);
+    if (extended) {
       const end = monotonicNow();
       lock.renewed(end + validityLeftMs(ttlMs, start, end, this.options.driftFactor), ttlMs);
       return;
@@ -232,7 +242,7 @@ export class InMemoryRedlock extends EventEmitter implements RedlockEngine, Lock
     await Promise.resolve();
     // Out of reach, the keys stay on the masters until they expire.
     if (!this.#store.reachable) return { releasedOn: 0, heldUntilRelease: false, nodes: [unreachable()] };
-    const freed = this.#store.free(lock.resources, lock.token);
+    const freed = lock.kind.type === 'write' ? this.#store.free(lock.resources, lock.token) : this.#store.freeShared(lock.resources, lock.token);
     const outcome: NodeOutcome = { node: IN_MEMORY_MASTER, status: freed > 0 ? 'granted' : 'refused' };
     return { releasedOn: freed > 0 ? 1 : 0, heldUntilRelease: freed > 0, nodes: [outcome] };
   }
@@ -244,6 +254,7 @@ export class InMemoryRedlock extends EventEmitter implements RedlockEngine, Lock
     checkTtl('ttlMs', ttlMs);
     checkCallOptions(options);
     const wait = resolveWait(options, this.options);
+    const kind = kindOf(options);
     const fencing = options.fencing ?? this.options.fencing;
     const giveUpAt = monotonicNow() + wait.waitTimeoutMs;
     const line = list.join('\n');
@@ -254,8 +265,10 @@ export class InMemoryRedlock extends EventEmitter implements RedlockEngine, Lock
       if (!waiting) this.#countWaiting(list, +1);
       waiting = true;
     };
-    // Callers of this process for the same resources line up; only the head tries.
-    const first = this.#localQueue.enter(line);
+    // Callers of this process for the same resources line up; only the head tries. Readers and
+    // permits hold together, so they do not line up (as in the real engine).
+    const exclusive = kind.type === 'write';
+    const first = exclusive ? this.#localQueue.enter(line) : true;
     let predecessorFoundNoQuorum = false;
     if (!first) {
       startWaiting();
@@ -274,7 +287,7 @@ export class InMemoryRedlock extends EventEmitter implements RedlockEngine, Lock
         attempt++;
         if (options.signal?.aborted) throw new AcquireAbortedError(list, options.signal.reason);
         await Promise.resolve();
-        const result = this.#attempt(list, ttlMs, attempt, fencing, caller, waits);
+        const result = this.#attempt(list, ttlMs, attempt, fencing, caller, waits, kind);
         if ('lock' in result) return result.lock;
         const left = giveUpAt - monotonicNow();
         if (!result.retryable) unreachableRounds++;
@@ -293,7 +306,7 @@ export class InMemoryRedlock extends EventEmitter implements RedlockEngine, Lock
     } finally {
       if (waiting) this.#countWaiting(list, -1);
       this.#store.leaveQueues(list, caller);
-      this.#localQueue.leave(line, foundNoQuorum);
+      if (exclusive) this.#localQueue.leave(line, foundNoQuorum);
     }
   }
 
@@ -311,16 +324,28 @@ export class InMemoryRedlock extends EventEmitter implements RedlockEngine, Lock
   }
 
   /** One round against the stand-in master: the lock, or why not, decided as a real round is. */
-  #attempt(resources: string[], ttlMs: number, attempt: number, fencing: boolean, caller: QueueTicket, waits: boolean): { lock: Lock } | RoundFailure {
+  #attempt(
+    resources: string[],
+    ttlMs: number,
+    attempt: number,
+    fencing: boolean,
+    caller: QueueTicket,
+    waits: boolean,
+    kind: LockKind,
+  ): { lock: Lock } | RoundFailure {
     const start = monotonicNow();
     const token = newToken();
     let outcome: NodeOutcome;
     let fence: number | undefined;
+    let slots: readonly number[] | undefined;
     if (!this.#store.reachable) {
       outcome = unreachable();
     } else {
-      const taken = this.#store.take(resources, token, ttlMs, caller, waits);
+      const taken =
+        kind.type === 'write' ? this.#store.take(resources, token, ttlMs, caller, waits) : this.#store.takeShared(resources, token, ttlMs, caller, waits, kind);
+      if (!taken.granted && 'mismatch' in taken) throw new LockKindMismatchError(taken.mismatch.resource, describeKind(kind), taken.mismatch.found);
       if (taken.granted) {
+        slots = taken.slots;
         fence = fencing ? this.#store.fence(resources, this.options.fenceTimeFloor) : undefined;
         outcome = { node: IN_MEMORY_MASTER, status: 'granted' };
       } else {
@@ -331,13 +356,16 @@ export class InMemoryRedlock extends EventEmitter implements RedlockEngine, Lock
     const left = validityLeftMs(ttlMs, start, end, this.options.driftFactor);
     if (outcome.status === 'granted' && left > 0) {
       const keys = resources.map((resource) => this.options.keyPrefix + resource);
-      const lock = new Lock(this, resources, keys, token, ttlMs, end + left, fence);
+      const lock = new Lock(this, resources, keys, token, ttlMs, end + left, fence, kind, slots);
       // Locks lost and never released would pile up: forget them, at amortised O(1) per acquire.
       if (this.#held.size >= this.#pruneHeldAt) this.#pruneHeld();
       this.#held.add(lock);
       return { lock };
     }
-    if (outcome.status === 'granted') this.#store.free(resources, token);
+    if (outcome.status === 'granted') {
+      if (kind.type === 'write') this.#store.free(resources, token);
+      else this.#store.freeShared(resources, token);
+    }
     const granted = outcome.status === 'granted' ? 1 : 0;
     const round = { outcomes: [outcome], granted, refused: outcome.status === 'refused' ? 1 : 0, requests: [] };
     return roundFailure(resources, round, this.quorum, left, attempt);

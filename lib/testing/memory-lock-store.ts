@@ -1,5 +1,6 @@
 import { monotonicNow } from '../core/clock.js';
 import { nextFence } from '../core/fence.js';
+import { describeKind, type LockKind } from '../core/lock-kind.js';
 
 /** One caller of acquire: its place in the fair queue, chosen once when the call starts. */
 export interface QueueTicket {
@@ -7,9 +8,17 @@ export interface QueueTicket {
 }
 
 export type TakeOutcome =
-  | { readonly granted: true }
+  | { readonly granted: true; readonly slots?: readonly number[] }
+  /** The resource is held as another kind (another limit, or a semaphore beside locks). */
+  | { readonly granted: false; readonly mismatch: { readonly resource: string; readonly found: string } }
   /** `retryAfterMs`: the longest remaining ttl of the keys in the way (none for keys without expiry). */
   | { readonly granted: false; readonly retryAfterMs: number | undefined };
+
+/** Readers or permit holders of one resource: their kind, and per token its expiry and slot. */
+interface SharedEntry {
+  readonly kind: LockKind;
+  readonly holders: Map<string, { expiresAt: number; readonly slot: number }>;
+}
 
 interface Entry {
   readonly token: string;
@@ -25,15 +34,21 @@ interface Entry {
  */
 export class MemoryLockStore {
   readonly #keys = new Map<string, Entry>();
+  readonly #shared = new Map<string, SharedEntry>();
   readonly #fences = new Map<string, number>();
   /** Per resource, the waiters that were refused and still wait, lowest ticket first. */
   readonly #queues = new Map<string, QueueTicket[]>();
   readonly #sleepers = new Map<string, Set<() => void>>();
   reachable = true;
 
-  /** The token holding `resource` now, if any. */
+  /** The token holding `resource` now, if any (for readers and permits, one of them). */
   holder(resource: string): string | undefined {
-    return this.#live(resource)?.token;
+    return this.#live(resource)?.token ?? this.#liveShared(resource)?.holders.keys().next().value;
+  }
+
+  /** Whether `token` holds `resource` now, alone or as a reader or permit. */
+  holds(resource: string, token: string): boolean {
+    return this.#live(resource)?.token === token || this.#liveShared(resource)?.holders.has(token) === true;
   }
 
   /** Monotonic ms at which `resource`'s key expires, if it is held and has a ttl. */
@@ -50,6 +65,12 @@ export class MemoryLockStore {
     let retryAfterMs: number | undefined;
     const now = monotonicNow();
     for (const resource of resources) {
+      const shared = this.#liveShared(resource);
+      if (shared?.kind.type === 'permit') return { granted: false, mismatch: { resource, found: describeKind(shared.kind) } };
+      if (shared) {
+        blocked = true;
+        retryAfterMs = Math.max(retryAfterMs ?? 0, Math.ceil(latest(shared) - now));
+      }
       const entry = this.#live(resource);
       if (entry && entry.token !== token) {
         blocked = true;
@@ -64,6 +85,68 @@ export class MemoryLockStore {
     this.set(resources, token, ttlMs);
     this.leaveQueues(resources, caller);
     return { granted: true };
+  }
+
+  /**
+   * A reader or a permit, all or nothing, as the shared acquire script: no writer, no other kind,
+   * a free slot for a permit, and no waiter queued ahead of `caller`.
+   */
+  takeShared(resources: readonly string[], token: string, ttlMs: number, caller: QueueTicket, enlist: boolean, kind: LockKind): TakeOutcome {
+    let blocked = false;
+    let retryAfterMs: number | undefined;
+    const now = monotonicNow();
+    const slots: number[] = [];
+    for (const resource of resources) {
+      const shared = this.#liveShared(resource);
+      if (shared && describeKind(shared.kind) !== describeKind(kind)) return { granted: false, mismatch: { resource, found: describeKind(shared.kind) } };
+      const entry = this.#live(resource);
+      if (entry && kind.type === 'permit') return { granted: false, mismatch: { resource, found: 'lock' } };
+      if (entry) {
+        blocked = true;
+        if (entry.expiresAt !== undefined) retryAfterMs = Math.max(retryAfterMs ?? 0, Math.ceil(entry.expiresAt - now));
+      }
+      if (kind.type === 'permit') {
+        const used = new Set([...(shared?.holders.values() ?? [])].map((holder) => holder.slot));
+        const free = Array.from({ length: kind.limit }, (_, slot) => slot).find((slot) => !used.has(slot));
+        if (free === undefined) {
+          blocked = true;
+          retryAfterMs = Math.max(retryAfterMs ?? 0, Math.ceil(Math.min(...[...shared!.holders.values()].map((h) => h.expiresAt)) - now));
+        }
+        slots.push(free ?? -1);
+      }
+      if (this.#queues.get(resource)?.some((waiter) => waiter.ticket < caller.ticket)) blocked = true;
+    }
+    if (blocked) {
+      if (enlist) for (const resource of resources) this.#enlist(resource, caller);
+      return { granted: false, retryAfterMs };
+    }
+    resources.forEach((resource, i) => {
+      const shared = this.#liveShared(resource) ?? { kind, holders: new Map() };
+      shared.holders.set(token, { expiresAt: now + ttlMs, slot: slots[i] ?? -1 });
+      this.#shared.set(resource, shared);
+    });
+    this.leaveQueues(resources, caller);
+    // Room is left for the next reader or permit in line: wake it, as the script's grant does.
+    for (const resource of resources) this.#wake(resource);
+    return { granted: true, ...(kind.type === 'permit' ? { slots } : {}) };
+  }
+
+  /** Extends a reader or permit: true when `token` still holds every resource. */
+  extendShared(resources: readonly string[], token: string, ttlMs: number): boolean {
+    if (!resources.every((resource) => this.#liveShared(resource)?.holders.has(token))) return false;
+    for (const resource of resources) this.#shared.get(resource)!.holders.get(token)!.expiresAt = monotonicNow() + ttlMs;
+    return true;
+  }
+
+  /** Drops a reader or permit: how many resources it still held. Wakes their waiters. */
+  freeShared(resources: readonly string[], token: string): number {
+    let freed = 0;
+    for (const resource of resources) {
+      if (!this.#liveShared(resource)?.holders.delete(token)) continue;
+      freed++;
+      this.#wake(resource);
+    }
+    return freed;
   }
 
   /** Sets the keys whoever holds them, with a ttl or none: another owner taking them. */
@@ -103,7 +186,8 @@ export class MemoryLockStore {
   /** Deletes the keys whoever holds them, as an operator (or an expiry) would. Wakes their waiters. */
   drop(resources: readonly string[]): void {
     for (const resource of resources) {
-      if (this.#keys.delete(resource)) this.#wake(resource);
+      const shared = this.#shared.delete(resource);
+      if (this.#keys.delete(resource) || shared) this.#wake(resource);
     }
   }
 
@@ -158,6 +242,17 @@ export class MemoryLockStore {
     return entry;
   }
 
+  /** The resource's live readers or permits, none when they all expired. */
+  #liveShared(resource: string): SharedEntry | undefined {
+    const shared = this.#shared.get(resource);
+    if (!shared) return undefined;
+    const now = monotonicNow();
+    for (const [token, holder] of shared.holders) if (holder.expiresAt <= now) shared.holders.delete(token);
+    if (shared.holders.size > 0) return shared;
+    this.#shared.delete(resource);
+    return undefined;
+  }
+
   #enlist(resource: string, caller: QueueTicket): void {
     const queue = this.#queues.get(resource) ?? [];
     if (queue.includes(caller)) return;
@@ -171,4 +266,8 @@ export class MemoryLockStore {
     if (!sleepers) return;
     for (const wake of [...sleepers]) wake();
   }
+}
+
+function latest(shared: SharedEntry): number {
+  return Math.max(...[...shared.holders.values()].map((holder) => holder.expiresAt));
 }

@@ -1,6 +1,7 @@
 import { describe } from 'vitest';
 import { InMemoryRedlock, RedlockTestingModule } from '../../lib/testing/index.js';
 import { lockContract, type LockTarget } from './lock-contract.js';
+import { sharedLockContract } from './shared-lock-contract.js';
 
 // The lock contract against RedlockTestingModule: no Redis; the faults are the engine's controls.
 
@@ -23,4 +24,5 @@ const inMemory: LockTarget = {
 
 describe('RedlockTestingModule (in memory)', () => {
   lockContract(() => inMemory);
+  sharedLockContract(() => inMemory);
 });

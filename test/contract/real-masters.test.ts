@@ -5,6 +5,7 @@ import { connectMasters, disconnectAll, separateEngine, untilReady } from '../su
 import { RedisFleet } from '../support/redis-fleet.js';
 import { fleetOptions } from '../nest/nest-helpers.js';
 import { lockContract, type LockTarget } from './lock-contract.js';
+import { sharedLockContract } from './shared-lock-contract.js';
 
 // The lock contract against RedlockModule on 3 real masters. Another owner is a second engine
 // with connections of its own; an unreachable quorum is 2 of the 3 masters killed; a lost lock
@@ -66,4 +67,5 @@ const realMasters: LockTarget = {
 
 describe('RedlockModule (3 real masters)', () => {
   lockContract(() => realMasters);
+  sharedLockContract(() => realMasters);
 });

@@ -107,6 +107,18 @@ export class RedisCluster {
       while (Date.now() - askedAt < MANUAL_FAILOVER_MS && !(await promoted().catch(() => false))) await sleep(50);
     }
     await this.untilHealthy();
+    await this.untilEveryoneSees(replicaIndex);
+  }
+
+  /** Every live node's slot map names `index` as a master: answers about who serves a key are then the same whoever is asked. */
+  private async untilEveryoneSees(index: number): Promise<void> {
+    const port = this.fleet.nodes[index]!.port;
+    await this.until(async () => {
+      const maps = await Promise.all(
+        this.fleet.nodes.flatMap((node, i) => (node.running ? [this.admin[i]!.cluster('SLOTS')] : [])),
+      );
+      return maps.every((shards) => shards.some((shard) => shard[2]?.[1] === port));
+    }, `every node to see node ${index} as a master`);
   }
 
   /** SIGKILL a master; resolves once one of its replicas has taken over and the cluster is ok. */
@@ -122,6 +134,7 @@ export class RedisCluster {
   async untilPromoted(index: number): Promise<void> {
     await this.until(async () => (await this.admin[index]!.role())[0] === 'master', `node ${index} to be promoted`);
     await this.untilHealthy();
+    await this.untilEveryoneSees(index);
   }
 
   /** Every live node says cluster_state:ok and knows all slots. */

@@ -1,4 +1,5 @@
 import { ms, nsFromMs, type HistoryEvent } from './history.js';
+import { checkSharedHolds, isShared } from './shared-holds-check.js';
 
 /**
  * Verifies a safety run's history. Pure: the same history always gives the same verdict.
@@ -19,6 +20,9 @@ import { ms, nsFromMs, type HistoryEvent } from './history.js';
  *    got strictly increasing fencing tokens. `stale-accepted`: the store never accepted an
  *    operation whose fence was below one it had accepted before (or equal, from another holder):
  *    a stale holder's late write is rejected.
+ * 4. For readers and semaphores (shared-holds-check.ts): `over-limit`, more than `limit` permit
+ *    windows at once; `writer-shared`, a writer's window with any other holder's; and fences
+ *    rising over every holder whose lock was handed out before this one's acquire began.
  * Plus the validity rule: `no-validity`, a lock handed out whose validity had already run out;
  * `validity-excess`, a single-round acquire that promised more than ttl - drift - elapsed, or
  * an extend (ok or failed) after which the lock claimed more than its new ttl - drift from the
@@ -32,7 +36,9 @@ export type ViolationKind =
   | 'fence-order'
   | 'stale-accepted'
   | 'no-validity'
-  | 'validity-excess';
+  | 'validity-excess'
+  | 'over-limit'
+  | 'writer-shared';
 
 export const VIOLATION_KINDS: readonly ViolationKind[] = [
   'overlap',
@@ -42,6 +48,8 @@ export const VIOLATION_KINDS: readonly ViolationKind[] = [
   'stale-accepted',
   'no-validity',
   'validity-excess',
+  'over-limit',
+  'writer-shared',
 ];
 
 export interface Violation {
@@ -58,6 +66,10 @@ export interface Hold {
   readonly worker: number;
   readonly resource: string;
   readonly fence: number | undefined;
+  /** `'read'` for a reader; the exclusive lock and permits are `'write'`. */
+  readonly mode: 'read' | 'write';
+  /** How many holders the resource admits: a semaphore's limit, else 1. */
+  readonly limit: number;
   readonly invokedAt: bigint | undefined;
   readonly okAt: bigint;
   /** The validUntil stated last, by the acquire or an extend (ok or failed). */
@@ -99,8 +111,10 @@ export function checkHistory(history: readonly HistoryEvent[], options: CheckOpt
 
   checkValidity(events, holds, options.validitySlackMs ?? 50, violations);
   checkExtensions(events, violations);
-  checkOverlaps(holds, violations);
-  checkFenceOrder(holds, violations);
+  // Resources with readers or permits are judged by their own rules; the others as locks.
+  checkOverlaps(holds.filter((h) => !isShared(h, holds)), violations);
+  checkFenceOrder(holds.filter((h) => !isShared(h, holds)), violations);
+  checkSharedHolds(holds.filter((h) => isShared(h, holds)), violations);
   const storeStats = checkStore(events, violations);
 
   violations.sort(byAt);
@@ -150,6 +164,8 @@ function buildHolds(events: readonly HistoryEvent[]): Hold[] {
     worker: ok.worker,
     resource: ok.resource!,
     fence: ok.fence,
+    mode: ok.mode ?? 'write',
+    limit: ok.limit ?? 1,
     invokedAt: invoke?.t,
     okAt: ok.t,
     validUntil,

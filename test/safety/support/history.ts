@@ -60,6 +60,10 @@ export interface HistoryEvent {
   driftFactor?: number;
   /** acquire: the call was exactly one round (tryAcquire), so its elapsed time is the round's. */
   single?: boolean;
+  /** acquire ok: a reader (`'read'`); absent for the exclusive lock. */
+  mode?: 'read' | 'write';
+  /** acquire ok: a semaphore's permit, of this limit; absent for limit 1. */
+  limit?: number;
   /** store: the fenced value (read: current; write: the new value). */
   value?: number;
   /** store: the unfenced value, guarded by the lock only (absent: this write did not touch it). */

@@ -50,6 +50,13 @@ export interface WorkerConfig {
   separateEngines?: boolean;
   /** One round per attempt (tryAcquire) with the worker's own jittered back-off. */
   single?: boolean;
+  /**
+   * Readers and permits instead of the lock: with `limit`, every acquire is a permit of a
+   * semaphore of that limit; with `readShare`, a reader with that probability, else a writer.
+   * Readers and permits hold for a while without touching the store (they share the resource);
+   * writers read-modify-write it as the lock does.
+   */
+  shared?: { limit?: number; readShare?: number };
   waitTimeoutMs?: number;
   /** Upper bound of a random time spent inside the lock between read and write. */
   holdMs?: number;

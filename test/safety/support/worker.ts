@@ -10,6 +10,7 @@ import type { Redis } from 'ioredis';
 import { autoExtend, Redlock, RedlockError, type Lock, type QuarantineNotice } from '../../../lib/core/index.js';
 import { connectMasters, disconnectAll } from '../../support/masters.js';
 import { connectSafetyVoters } from './cluster-client.js';
+import { cycleShape, sharesResource, type CycleShape } from './cycle-shape.js';
 import { now, nsFromMs } from './history.js';
 import type { ChildMessage, LoseReplyRequest } from './protocol.js';
 import { ask, config, flush, goListeners, proc, record, send, stopping } from './worker-ipc.js';
@@ -80,11 +81,12 @@ interface Cycle {
   resource: string;
   ttl: number;
   id: string;
+  shape: CycleShape;
 }
 
 let opIds = 0;
 function newCycle(worker: number, resource: string): Cycle {
-  return { worker, resource, ttl: pick(config.ttlMs), id: `${proc}:${worker}:${++opIds}` };
+  return { worker, resource, ttl: pick(config.ttlMs), id: `${proc}:${worker}:${++opIds}`, shape: cycleShape(config.shared) };
 }
 
 async function acquire(engine: Engine, cycle: Cycle): Promise<Lock | undefined> {
@@ -93,8 +95,9 @@ async function acquire(engine: Engine, cycle: Cycle): Promise<Lock | undefined> 
   record({ worker, op: 'acquire', phase: 'invoke', id, resource, ttl, single });
   try {
     const lock = single
-      ? await engine.redlock.tryAcquire(resource, ttl, { fencing: true })
+      ? await engine.redlock.tryAcquire(resource, ttl, { fencing: true, ...cycle.shape })
       : await engine.redlock.acquire(resource, ttl, {
+          ...cycle.shape,
           fencing: true,
           signal: stopping.signal,
           waitTimeoutMs: config.waitTimeoutMs ?? 10_000,
@@ -116,6 +119,8 @@ async function acquire(engine: Engine, cycle: Cycle): Promise<Lock | undefined> 
       token: lock.token,
       fence: lock.fence,
       validUntil: validUntil(lock),
+      ...(lock.mode === 'read' ? { mode: 'read' as const } : {}),
+      ...(lock.limit > 1 ? { limit: lock.limit } : {}),
     });
     return lock;
   } catch (error) {
@@ -242,7 +247,12 @@ async function loopCycle(engine: Engine, worker: number, resource: string): Prom
       : config.extend
         ? () => lossy('extend', turn, () => extend(cycle, lock))
         : undefined;
-    await readModifyWrite(cycle, lock, extending);
+    if (sharesResource(cycle.shape)) {
+      if (config.holdMs) await sleep(random(config.holdMs));
+      await extending?.();
+    } else {
+      await readModifyWrite(cycle, lock, extending);
+    }
   } finally {
     await lossy('release', turn, () => release(cycle, lock));
   }

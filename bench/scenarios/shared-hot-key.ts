@@ -1,0 +1,174 @@
+import { fork } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { OURS, type LibraryId } from '../adapters/index.js';
+import { nextMessage } from '../support/ipc.js';
+import { ascending, percentile } from '../support/stats.js';
+import type { WorkerGo, WorkerJob, WorkerReport } from './hot-key-worker.js';
+import type { Figures, Scenario } from './scenario.js';
+
+// The hot key of scenario 3, held as a semaphore's permits (beside redis-semaphore's
+// RedlockSemaphore, the one peer that has a Redlock semaphore) and as a read-write lock (no
+// Node peer has one: ours alone, read-heavy and write-heavy).
+
+interface Params {
+  processes: number;
+  workersPerProcess: number;
+  holdMs: number;
+  durationMs: number;
+  graceMs: number;
+  ttlMs: number;
+}
+
+interface SemaphoreParams extends Params {
+  limit: number;
+}
+
+interface ReadWriteParams extends Params {
+  readShare: number;
+}
+
+const WORKER = fileURLToPath(new URL('./hot-key-worker.ts', import.meta.url));
+const START_DELAY_MS = 300;
+
+const FULL: Params = { processes: 4, workersPerProcess: 5, holdMs: 2, durationMs: 12_000, graceMs: 3_000, ttlMs: 10_000 };
+const SMOKE: Params = { processes: 2, workersPerProcess: 2, holdMs: 2, durationMs: 1_000, graceMs: 500, ttlMs: 10_000 };
+
+const waitMetrics = [
+  { key: 'throughput', label: 'holds/s', better: 'higher', digits: 0 },
+  { key: 'waitP50', label: 'wait p50 (ms)', better: 'lower', digits: 1 },
+  { key: 'waitP99', label: 'wait p99 (ms)', better: 'lower', digits: 1 },
+] as const;
+
+/** Scenario 3b: one key, 20 contenders in 4 processes, at most 4 holders. */
+export const hotSemaphore: Scenario<SemaphoreParams> = {
+  id: 'hot-semaphore',
+  title: '3b. Hot semaphore: limit 4, 4 processes x 5 workers, 2 ms critical section',
+  libraries: [OURS, 'redis-semaphore'],
+  method: (p) =>
+    `As scenario 3, but each acquire asks for a permit of a semaphore of limit ${p.limit} ` +
+    '(ours: `acquire(key, ttl, { limit })`; redis-semaphore: `new RedlockSemaphore(clients, key, limit)`), ' +
+    `${p.processes} processes x ${p.workersPerProcess} workers, ${p.durationMs / 1000} s. Permit share = sum of ` +
+    `hold intervals clipped to the window / (limit x window): how much of the ${p.limit} permits' time did work. ` +
+    'Most at once: the largest number of hold intervals that intersect on the shared monotonic clock ' +
+    `(must be at most ${p.limit}).`,
+  metrics: [
+    { key: 'permitShare', label: 'permit share used', better: 'higher', digits: 3 },
+    ...waitMetrics,
+    { key: 'waitMax', label: 'wait max (ms)', better: 'lower', digits: 1 },
+    { key: 'mostAtOnce', label: 'most at once', better: 'lower', digits: 0, informational: true },
+    { key: 'failures', label: 'failed acquires', better: 'lower', digits: 0, informational: true },
+    { key: 'censored', label: 'waits cut off', better: 'lower', digits: 0, informational: true },
+  ],
+  params: { full: { ...FULL, limit: 4 }, smoke: { ...SMOKE, limit: 2 } },
+  async run({ library, urls, params }) {
+    const reports = await runWorkers(library, urls, params, { limit: params.limit });
+    const holds = reports.flatMap((r) => r.holds);
+    const windowNs = params.durationMs * 1e6;
+    const inside = holds.reduce((sum, [from, to]) => sum + Math.max(0, Math.min(to, windowNs) - Math.max(from, 0)), 0);
+    return {
+      permitShare: inside / (params.limit * windowNs),
+      ...waits(reports.flatMap((r) => r.waits), holds, params),
+      waitMax: ascending(reports.flatMap((r) => r.waits)).at(-1) ?? Number.NaN,
+      mostAtOnce: mostAtOnce(holds),
+      failures: reports.reduce((sum, r) => sum + r.failures, 0),
+      censored: reports.reduce((sum, r) => sum + r.censored, 0),
+    };
+  },
+};
+
+function readWrite(id: string, title: string, readShare: number): Scenario<ReadWriteParams> {
+  return {
+    id,
+    title,
+    libraries: [OURS],
+    method: (p) =>
+      `As scenario 3, each acquire a reader with probability ${p.readShare} (\`{ mode: 'read' }\`), else a writer, ` +
+      `${p.processes} processes x ${p.workersPerProcess} workers, ${p.durationMs / 1000} s. No Node library has a ` +
+      'read-write lock to compare with. Writer overlaps: hold intervals of a writer that intersect any other ' +
+      'hold (must be 0). Most readers at once: the largest number of readers holding together.',
+    metrics: [
+      ...waitMetrics,
+      { key: 'readWaitP99', label: 'read wait p99 (ms)', better: 'lower', digits: 1 },
+      { key: 'writeWaitP99', label: 'write wait p99 (ms)', better: 'lower', digits: 1 },
+      { key: 'mostReaders', label: 'most readers at once', better: 'higher', digits: 0, informational: true },
+      { key: 'writerOverlaps', label: 'writer overlaps', better: 'lower', digits: 0, informational: true },
+      { key: 'failures', label: 'failed acquires', better: 'lower', digits: 0, informational: true },
+    ],
+    params: { full: { ...FULL, readShare }, smoke: { ...SMOKE, readShare } },
+    async run({ library, urls, params }) {
+      const reports = await runWorkers(library, urls, params, { readShare: params.readShare });
+      const holds = reports.flatMap((r) => r.holds.map(([from, to], i) => ({ from, to, mode: r.holdModes![i]! })));
+      const byMode = (mode: 'r' | 'w') =>
+        ascending(reports.flatMap((r) => r.waitModes!.flatMap((m, i) => (m === mode ? [r.waits[i]!] : []))));
+      return {
+        ...waits(reports.flatMap((r) => r.waits), reports.flatMap((r) => r.holds), params),
+        readWaitP99: percentile(byMode('r'), 99),
+        writeWaitP99: percentile(byMode('w'), 99),
+        mostReaders: mostAtOnce(holds.filter((h) => h.mode === 'r').map((h) => [h.from, h.to])),
+        writerOverlaps: writerOverlaps(holds),
+        failures: reports.reduce((sum, r) => sum + r.failures, 0),
+      };
+    },
+  };
+}
+
+/** Scenario 3c: 90% readers. */
+export const readHeavy = readWrite('rw-read-heavy', '3c. Read-write lock, read-heavy: 90% readers, 4 processes x 5 workers', 0.9);
+/** Scenario 3d: 20% readers. */
+export const writeHeavy = readWrite('rw-write-heavy', '3d. Read-write lock, write-heavy: 20% readers, 4 processes x 5 workers', 0.2);
+
+async function runWorkers(library: LibraryId, urls: readonly string[], params: Params, shape: Pick<WorkerJob, 'limit' | 'readShare'>): Promise<WorkerReport[]> {
+  const job: WorkerJob = {
+    library,
+    urls: [...urls],
+    key: `bench:shared:${process.pid}:${Date.now()}`,
+    workers: params.workersPerProcess,
+    holdMs: params.holdMs,
+    ttlMs: params.ttlMs,
+    graceMs: params.graceMs,
+    ...shape,
+  };
+  const children = Array.from({ length: params.processes }, () => fork(WORKER, [JSON.stringify(job)]));
+  try {
+    await Promise.all(children.map((child) => nextMessage(child, 'hot-key worker')));
+    const startAt = process.hrtime.bigint() + BigInt(START_DELAY_MS * 1e6);
+    const go: WorkerGo = { startAt: String(startAt), endAt: String(startAt + BigInt(params.durationMs * 1e6)) };
+    const reports = children.map((child) => nextMessage<WorkerReport>(child, 'hot-key worker'));
+    for (const child of children) child.send(go);
+    return await Promise.all(reports);
+  } finally {
+    for (const child of children) if (child.exitCode === null) child.kill('SIGKILL');
+  }
+}
+
+function waits(all: number[], holds: readonly [number, number][], params: Params): Figures {
+  const sorted = ascending(all);
+  const inWindow = holds.filter(([from]) => from < params.durationMs * 1e6).length;
+  return { throughput: inWindow / (params.durationMs / 1000), waitP50: percentile(sorted, 50), waitP99: percentile(sorted, 99) };
+}
+
+/** The largest number of intervals that intersect at one instant. */
+function mostAtOnce(intervals: readonly (readonly [number, number])[]): number {
+  const edges = intervals.flatMap(([from, to]) => [
+    [from, 1],
+    [to, -1],
+  ]);
+  // An interval that ends where another starts does not intersect it: ends first.
+  edges.sort((a, b) => a[0]! - b[0]! || a[1]! - b[1]!);
+  let now = 0;
+  let most = 0;
+  for (const [, change] of edges) most = Math.max(most, (now += change!));
+  return most;
+}
+
+/** Writers' hold intervals that intersect any other hold. */
+function writerOverlaps(holds: readonly { from: number; to: number; mode: 'r' | 'w' }[]): number {
+  const sorted = [...holds].sort((a, b) => a.from - b.from);
+  let overlaps = 0;
+  let reach: { to: number; mode: 'r' | 'w' } | undefined;
+  for (const hold of sorted) {
+    if (reach && hold.from < reach.to && (hold.mode === 'w' || reach.mode === 'w')) overlaps++;
+    if (!reach || hold.to > reach.to) reach = hold;
+  }
+  return overlaps;
+}

@@ -1,0 +1,248 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Redis } from 'ioredis';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import {
+  InvalidArgumentError,
+  LockLostError,
+  LockUpgradeError,
+  QuorumUnreachableError,
+  LockHeldError,
+  Redlock,
+  type RedlockOptions,
+} from '../../lib/index.js';
+import { connectMasters, disconnectAll, FRESH_FLEET, untilReady } from '../support/masters.js';
+import { RedisFleet } from '../support/redis-fleet.js';
+
+let fleet: RedisFleet;
+const opened: Redis[] = [];
+
+beforeAll(async () => {
+  fleet = await RedisFleet.start(3);
+});
+
+afterEach(async () => {
+  disconnectAll(opened.splice(0));
+  for (const node of fleet.nodes) if (!node.running) await fleet.start(node.index);
+  const cleaners = await connectMasters(fleet.urls());
+  await Promise.all(cleaners.map((c) => c.flushall()));
+  disconnectAll(cleaners);
+});
+
+afterAll(async () => {
+  await fleet?.stopAll();
+});
+
+/** An engine with connections of its own: another process, as far as the masters can tell. */
+async function engine(options: RedlockOptions = FRESH_FLEET): Promise<{ redlock: Redlock; clients: Redis[] }> {
+  const clients = await connectMasters(fleet.urls());
+  opened.push(...clients);
+  const redlock = new Redlock(clients, { logger: { warn: () => {} }, ...options });
+  await redlock.verifyMasters();
+  return { redlock, clients };
+}
+
+describe("mode: 'read'", () => {
+  it('admits many readers at once and no writer while one reads, on real masters', async () => {
+    const [a, b, c] = await Promise.all([engine(), engine(), engine()]);
+    const r1 = await a!.redlock.tryAcquire('doc', 10_000, { mode: 'read' });
+    const r2 = await b!.redlock.tryAcquire('doc', 10_000, { mode: 'read' });
+    expect(r1?.mode).toBe('read');
+    expect(r2?.mode).toBe('read');
+    // A writer, asked for explicitly or as a plain lock (the same thing), is refused while they read.
+    expect(await c!.redlock.tryAcquire('doc', 10_000, { mode: 'write' })).toBeNull();
+    expect(await c!.redlock.tryAcquire('doc', 10_000)).toBeNull();
+    await r1!.release();
+    expect(await c!.redlock.tryAcquire('doc', 10_000)).toBeNull(); // r2 still reads
+    const released = await r2!.release();
+    expect(released.heldUntilRelease).toBe(true);
+    const writer = await c!.redlock.tryAcquire('doc', 10_000);
+    expect(writer).not.toBeNull();
+    // And no reader while the writer holds.
+    expect(await a!.redlock.tryAcquire('doc', 10_000, { mode: 'read' })).toBeNull();
+    await writer!.release();
+  });
+
+  it('never lets a writer in with anyone else, while readers do overlap', async () => {
+    const engines = await Promise.all(Array.from({ length: 4 }, () => engine()));
+    let readers = 0;
+    let writers = 0;
+    let violations = 0;
+    let mostReaders = 0;
+    let writes = 0;
+    await Promise.all(
+      engines.flatMap(({ redlock }, e) =>
+        Array.from({ length: 3 }, async (_, w) => {
+          for (let i = 0; i < 6; i++) {
+            const mode = (e + w + i) % 3 === 0 ? 'write' : 'read';
+            await redlock.using(
+              'mixed',
+              5_000,
+              async () => {
+                if (mode === 'write') {
+                  writers++;
+                  writes++;
+                  if (writers > 1 || readers > 0) violations++;
+                } else {
+                  readers++;
+                  mostReaders = Math.max(mostReaders, readers);
+                  if (writers > 0) violations++;
+                }
+                await sleep(2); // the work: lets the others try to get in
+                if (mode === 'write') writers--;
+                else readers--;
+              },
+              { mode, waitTimeoutMs: 60_000 },
+            );
+          }
+        }),
+      ),
+    );
+    expect(violations).toBe(0);
+    expect(writes).toBe(24);
+    expect(mostReaders).toBeGreaterThan(1);
+  });
+
+  it('wakes a waiting writer when the last reader releases, not when the readers expire', async () => {
+    const [a, b] = await Promise.all([engine(), engine()]);
+    const reader = await a!.redlock.acquire('wake', 120_000, { mode: 'read' });
+    // Its fallback timer is the readers' remaining ttl, far beyond the test's timeout: only the
+    // release's wake-up gets it in before that.
+    const writer = b!.redlock.acquire('wake', 60_000, { waitTimeoutMs: 100_000 });
+    await untilQueued(a!.clients, 'wake');
+    await reader.release();
+    const lock = await writer;
+    expect(lock.mode).toBe('write');
+    await lock.release();
+  });
+
+  it('does not let a stream of readers starve a waiting writer', async () => {
+    const [a, b, c] = await Promise.all([engine(), engine(), engine()]);
+    const first = await a!.redlock.acquire('stream', 60_000, { mode: 'read' });
+    const writer = b!.redlock.acquire('stream', 60_000, { waitTimeoutMs: 30_000 });
+    await untilQueued(a!.clients, 'stream');
+    // Readers arriving after the writer queued wait behind it: none gets in beside the first.
+    for (let i = 0; i < 3; i++) expect(await c!.redlock.tryAcquire('stream', 60_000, { mode: 'read' })).toBeNull();
+    const later = c!.redlock.acquire('stream', 60_000, { mode: 'read', waitTimeoutMs: 30_000 });
+    await first.release();
+    const lock = await writer;
+    await lock.release();
+    // The reader queued behind the writer is woken by its release.
+    await (await later).release();
+  });
+
+  it('extends and releases a reader, and signals its loss', async () => {
+    const { redlock, clients } = await engine();
+    const reader = await redlock.acquire('extend', 5_000, { mode: 'read' });
+    await reader.extend(20_000);
+    expect(reader.remainingMs()).toBeGreaterThan(5_000);
+    expect(await clients[0]!.pttl('redlock:extend')).toBeGreaterThan(5_000);
+    // Its entries vanish from a majority (a flush): the next extension finds it lost.
+    await Promise.all(clients.slice(0, 2).map((client) => client.del('redlock-holders:extend')));
+    await expect(reader.extend()).rejects.toBeInstanceOf(LockLostError);
+    expect(reader.signal.aborted).toBe(true);
+    await reader.release();
+  });
+
+  it('leaves nothing behind once readers and writers are released', async () => {
+    const { redlock, clients } = await engine();
+    const readers = await Promise.all([1, 2, 3].map(() => redlock.acquire('tidy', 5_000, { mode: 'read' })));
+    await Promise.all(readers.map((r) => r.release()));
+    const writer = await redlock.acquire('tidy', 5_000);
+    await writer.release();
+    for (const client of clients) expect(await client.keys('*tidy*')).toEqual([]);
+  });
+
+  it('gives readers and writers fencing tokens that rise from one holder to the next', async () => {
+    const [a, b] = await Promise.all([engine({ ...FRESH_FLEET, fencing: true, fenceTimeFloor: false }), engine({ ...FRESH_FLEET, fencing: true, fenceTimeFloor: false })]);
+    const w1 = await a!.redlock.acquire('fenced-rw', 5_000);
+    await w1.release();
+    const r1 = await a!.redlock.acquire('fenced-rw', 5_000, { mode: 'read' });
+    const r2 = await b!.redlock.acquire('fenced-rw', 5_000, { mode: 'read' });
+    await Promise.all([r1.release(), r2.release()]);
+    const w2 = await b!.redlock.acquire('fenced-rw', 5_000);
+    await w2.release();
+    expect(w1.fence).toBe(1);
+    expect(r1.fence).toBe(2);
+    expect(r2.fence).toBe(3); // began after r1 was handed its lock
+    expect(w2.fence).toBe(4);
+  });
+
+  it('is all or nothing over several resources', async () => {
+    const { redlock, clients } = await engine();
+    const other = await engine();
+    const writer = await other.redlock.acquire('multi-b', 10_000);
+    expect(await redlock.tryAcquire(['multi-a', 'multi-b'], 10_000, { mode: 'read' })).toBeNull();
+    for (const client of clients) {
+      expect(await client.exists('redlock:multi-a', 'redlock-holders:multi-a')).toBe(0);
+    }
+    await writer.release();
+    const both = await redlock.tryAcquire(['multi-a', 'multi-b'], 10_000, { mode: 'read' });
+    expect(both).not.toBeNull();
+    expect(await other.redlock.tryAcquire('multi-a', 10_000)).toBeNull();
+    await both!.release();
+  });
+
+  it('refuses a mode that is neither read nor write', async () => {
+    const { redlock } = await engine();
+    await expect(redlock.acquire('bad', 5_000, { mode: 'exclusive' as 'write' })).rejects.toBeInstanceOf(InvalidArgumentError);
+  });
+});
+
+describe('reentrancy', () => {
+  it('runs a read inside a write, or a read inside a read, under the outer hold', async () => {
+    const { redlock } = await engine();
+    await redlock.using('re', 5_000, async (_signal, outer) => {
+      const inner = await redlock.enter('re', 5_000, { mode: 'read' });
+      expect(inner.reentrant).toBe(true);
+      expect(inner.lock).toBe(outer);
+      await inner.exit();
+    });
+    await redlock.using(
+      're',
+      5_000,
+      async () => {
+        await redlock.using('re', 5_000, async () => undefined, { mode: 'read' });
+      },
+      { mode: 'read' },
+    );
+  });
+
+  it('refuses a read to write upgrade with a typed error instead of waiting for itself', async () => {
+    const { redlock } = await engine();
+    const error = await redlock
+      .using('upgrade', 5_000, () => redlock.using('upgrade', 5_000, async () => 'never'), { mode: 'read' })
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(LockUpgradeError);
+    expect((error as LockUpgradeError).resources).toEqual(['upgrade']);
+    // Released on the way out: a writer gets it now.
+    const writer = await redlock.tryAcquire('upgrade', 5_000);
+    expect(writer).not.toBeNull();
+    await writer!.release();
+  });
+});
+
+describe('restart quarantine', () => {
+  it("keeps a restarted master's vote from letting a writer in beside a reader (the control shows it would)", async () => {
+    const a = await engine();
+    await fleet.kill(2);
+    const reader = await a.redlock.acquire('split-rw', 30_000, { mode: 'read' }); // a bare majority {0, 1}
+    await fleet.start(2);
+    const guarded = await engine({ restartQuarantineMs: 30_000 });
+    const unguarded = await engine();
+    await expect(guarded.redlock.tryAcquire('split-rw', 30_000)).rejects.toBeInstanceOf(QuorumUnreachableError);
+    expect(await unguarded.redlock.tryAcquire('split-rw', 30_000)).toBeNull();
+
+    await fleet.restart(1); // without persistence: the reader's entry and marker on master 1 are gone
+    await Promise.all([...guarded.clients, ...unguarded.clients].map(untilReady));
+    const guardedTry = await guarded.redlock.tryAcquire('split-rw', 30_000).catch((e: unknown) => e);
+    expect(guardedTry === null || guardedTry instanceof QuorumUnreachableError || guardedTry instanceof LockHeldError).toBe(true);
+    const second = await unguarded.redlock.tryAcquire('split-rw', 30_000);
+    expect(second).not.toBeNull();
+    expect(reader.remainingMs()).toBeGreaterThan(0);
+  });
+});
+
+/** Resolves once some master holds a waiter in the resource's fair queue: the waiter was refused and enlisted. */
+async function untilQueued(clients: readonly Redis[], resource: string): Promise<void> {
+  await expect.poll(async () => Math.max(...(await Promise.all(clients.map((c) => c.hlen(`redlock-queue:${resource}`))))), { timeout: 20_000 }).toBeGreaterThan(0);
+}

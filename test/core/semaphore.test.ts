@@ -1,0 +1,188 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Redis } from 'ioredis';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { InvalidArgumentError, LockKindMismatchError, LockLostError, Redlock, type Lock, type RedlockOptions } from '../../lib/index.js';
+import { connectMasters, disconnectAll, FRESH_FLEET, lockClient } from '../support/masters.js';
+import { freePort } from '../support/free-port.js';
+import { RedisFleet } from '../support/redis-fleet.js';
+
+let fleet: RedisFleet;
+const opened: Redis[] = [];
+
+beforeAll(async () => {
+  fleet = await RedisFleet.start(3);
+});
+
+afterEach(async () => {
+  disconnectAll(opened.splice(0));
+  const cleaners = await connectMasters(fleet.urls());
+  await Promise.all(cleaners.map((c) => c.flushall()));
+  disconnectAll(cleaners);
+});
+
+afterAll(async () => {
+  await fleet?.stopAll();
+});
+
+async function engine(options: RedlockOptions = FRESH_FLEET): Promise<{ redlock: Redlock; clients: Redis[] }> {
+  const clients = await connectMasters(fleet.urls());
+  opened.push(...clients);
+  const redlock = new Redlock(clients, { logger: { warn: () => {} }, ...options });
+  await redlock.verifyMasters();
+  return { redlock, clients };
+}
+
+/** An engine that reaches only the masters in `reachable`; the others are a port nobody listens on. */
+async function partitioned(reachable: readonly number[]): Promise<Redlock> {
+  const urls = fleet.urls();
+  const clients = await Promise.all(
+    urls.map(async (url, index) => (reachable.includes(index) ? (await connectMasters([url]))[0]! : lockClient(`redis://127.0.0.1:${await freePort()}`))),
+  );
+  opened.push(...clients);
+  const redlock = new Redlock(clients, { ...FRESH_FLEET, logger: { warn: () => {} } });
+  await redlock.verifyMasters();
+  return redlock;
+}
+
+describe('limit (a semaphore)', () => {
+  it('admits at most limit holders, each on its own slot, and the next once one leaves', async () => {
+    const engines = await Promise.all([1, 2, 3, 4].map(() => engine()));
+    const permits: (Lock | null)[] = [];
+    for (const { redlock } of engines.slice(0, 3)) permits.push(await redlock.tryAcquire('api', 10_000, { limit: 3 }));
+    expect(permits.every((p) => p !== null)).toBe(true);
+    expect(new Set(permits.map((p) => p!.slots![0])).size).toBe(3);
+    expect(permits[0]!.limit).toBe(3);
+    expect(await engines[3]!.redlock.tryAcquire('api', 10_000, { limit: 3 })).toBeNull();
+    await permits[1]!.release();
+    const fourth = await engines[3]!.redlock.tryAcquire('api', 10_000, { limit: 3 });
+    expect(fourth?.slots).toEqual(permits[1]!.slots);
+    await Promise.all([permits[0]!, permits[2]!, fourth!].map((p) => p.release()));
+    for (const client of engines[0]!.clients) expect(await client.keys('*api*')).toEqual([]);
+  });
+
+  it('never has more than limit holders among many concurrent clients', async () => {
+    const engines = await Promise.all(Array.from({ length: 4 }, () => engine()));
+    let inside = 0;
+    let mostInside = 0;
+    let cycles = 0;
+    await Promise.all(
+      engines.flatMap(({ redlock }) =>
+        Array.from({ length: 3 }, async () => {
+          for (let i = 0; i < 5; i++) {
+            await redlock.using(
+              'export',
+              5_000,
+              async () => {
+                inside++;
+                mostInside = Math.max(mostInside, inside);
+                await sleep(2);
+                inside--;
+                cycles++;
+              },
+              { limit: 3, waitTimeoutMs: 60_000 },
+            );
+          }
+        }),
+      ),
+    );
+    expect(mostInside).toBeLessThanOrEqual(3);
+    expect(mostInside).toBeGreaterThan(1);
+    expect(cycles).toBe(60);
+  });
+
+  it('gives no third permit of limit 2 to holders on three different majorities (per-master counters would)', async () => {
+    // A on masters {0,1}, B on {0,2}, C on {1,2}: every master sees only two of them, so a
+    // per-master count would admit all three. Slots do not: C needs a slot that A or B holds on
+    // a master C reaches.
+    const a = await partitioned([0, 1]);
+    const b = await partitioned([0, 2]);
+    const c = await partitioned([1, 2]);
+    const pa = await a.tryAcquire('pigeon', 30_000, { limit: 2 });
+    const pb = await b.tryAcquire('pigeon', 30_000, { limit: 2 });
+    const pc = await c.tryAcquire('pigeon', 30_000, { limit: 2 });
+    expect(pa).not.toBeNull();
+    expect(pb).not.toBeNull();
+    expect(pc).toBeNull();
+    expect(pa!.slots).not.toEqual(pb!.slots);
+  });
+
+  it('wakes a waiter when a permit is released, and lets no newcomer overtake it', async () => {
+    const [a, b, c] = await Promise.all([engine(), engine(), engine()]);
+    const held = await Promise.all([a!.redlock.acquire('pool', 120_000, { limit: 2 }), a!.redlock.acquire('pool', 120_000, { limit: 2 })]);
+    // Its fallback timer is the permits' ttl, far beyond the test's timeout: only a wake-up gets it in.
+    const waiter = b!.redlock.acquire('pool', 60_000, { limit: 2, waitTimeoutMs: 100_000 });
+    await expect.poll(() => a!.clients[0]!.hlen('redlock-queue:pool'), { timeout: 20_000 }).toBeGreaterThan(0);
+    await held[0].release();
+    // The waiter is first in line: a newcomer's single round is refused whether or not it got in yet.
+    expect(await c!.redlock.tryAcquire('pool', 60_000, { limit: 2 })).toBeNull();
+    const permit = await waiter;
+    expect(permit.slots).toEqual(held[0].slots);
+    await Promise.all([permit.release(), held[1].release()]);
+  });
+
+  it('extends a permit and signals its loss', async () => {
+    const { redlock, clients } = await engine();
+    const permit = await redlock.acquire('ext', 5_000, { limit: 4 });
+    await permit.extend(20_000);
+    expect(permit.remainingMs()).toBeGreaterThan(5_000);
+    await Promise.all(clients.slice(0, 2).map((client) => client.del('redlock-holders:ext')));
+    await expect(permit.extend()).rejects.toBeInstanceOf(LockLostError);
+    expect(permit.signal.aborted).toBe(true);
+    await permit.release();
+  });
+
+  it('gives every permit a fencing token above those of the permits handed out before it began', async () => {
+    const { redlock } = await engine({ ...FRESH_FLEET, fencing: true, fenceTimeFloor: false });
+    const p1 = await redlock.acquire('fenced-sem', 5_000, { limit: 2 });
+    const p2 = await redlock.acquire('fenced-sem', 5_000, { limit: 2 });
+    await p1.release();
+    const p3 = await redlock.acquire('fenced-sem', 5_000, { limit: 2 });
+    expect([p1.fence, p2.fence, p3.fence]).toEqual([1, 2, 3]);
+    expect(p3.slots).toEqual(p1.slots); // the next holder of the same slot, with a larger fence
+    await Promise.all([p2.release(), p3.release()]);
+  });
+
+  it('is all or nothing over several resources', async () => {
+    const { redlock, clients } = await engine();
+    const full = await Promise.all([1, 2].map(() => redlock.acquire('sb', 10_000, { limit: 2 })));
+    expect(await redlock.tryAcquire(['sa', 'sb'], 10_000, { limit: 2 })).toBeNull();
+    for (const client of clients) expect(await client.exists('redlock:sa', 'redlock-holders:sa')).toBe(0);
+    await full[0]!.release();
+    const both = await redlock.tryAcquire(['sa', 'sb'], 10_000, { limit: 2 });
+    expect(both?.slots).toHaveLength(2);
+    await Promise.all([both!.release(), full[1]!.release()]);
+  });
+
+  it('refuses another limit, or another family, on a resource in use: a typed error naming it', async () => {
+    const [a, b] = await Promise.all([engine(), engine()]);
+    const permit = await a!.redlock.acquire('shape', 10_000, { limit: 3 });
+    for (const options of [{ limit: 5 }, { mode: 'read' as const }, {}]) {
+      const error = await b!.redlock.acquire('shape', 10_000, { ...options, waitTimeoutMs: 5_000 }).catch((e: unknown) => e);
+      // A writer's first try is a plain SET NX that sees only "held"; its next, scripted round sees the kind.
+      expect(error).toBeInstanceOf(LockKindMismatchError);
+      expect((error as LockKindMismatchError).resource).toBe('shape');
+      expect((error as LockKindMismatchError).found).toBe('limit 3');
+    }
+    await permit.release();
+    const writer = await b!.redlock.acquire('shape', 10_000);
+    expect(await a!.redlock.acquire('shape', 10_000, { limit: 3, waitTimeoutMs: 5_000 }).catch((e: unknown) => e)).toBeInstanceOf(LockKindMismatchError);
+    await writer.release();
+    // Inside work holding a permit, another limit is refused at once.
+    const nested = await a!.redlock
+      .using('shape', 10_000, () => a!.redlock.using('shape', 10_000, async () => 'no', { limit: 2 }), { limit: 3 })
+      .catch((e: unknown) => e);
+    expect(nested).toBeInstanceOf(LockKindMismatchError);
+  });
+
+  it('refuses a limit that is not a whole number from 1, and a read semaphore', async () => {
+    const { redlock } = await engine();
+    for (const limit of [0, 2.5, -1, Number.NaN]) {
+      await expect(redlock.tryAcquire('bad', 5_000, { limit })).rejects.toBeInstanceOf(InvalidArgumentError);
+    }
+    await expect(redlock.tryAcquire('bad', 5_000, { limit: 2, mode: 'read' })).rejects.toBeInstanceOf(InvalidArgumentError);
+    const one = await redlock.tryAcquire('bad', 5_000, { limit: 1 });
+    expect(one?.limit).toBe(1);
+    expect(one?.mode).toBe('write');
+    await one!.release();
+  });
+});
