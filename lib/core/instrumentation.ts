@@ -38,9 +38,9 @@ export type CallOutcome = 'ran' | 'threw' | 'not_locked' | 'skipped' | 'cancelle
 
 /** Where a master is, for telemetry: never credentials. */
 export interface MasterAddress {
-  /** As errors name it: `host:port`, a socket path, or `sentinel:<name>`. */
+  /** As errors name it: `host:port`, a socket path, `sentinel:<name>@<first sentinel>` or `cluster:<first startup node>`. */
   readonly name: string;
-  /** The host name or IP address (IPv6 without brackets), the socket path, or the Sentinel group name. */
+  /** The host name or IP address (IPv6 without brackets), the socket path, the Sentinel group name, or a Cluster startup node's host. */
   readonly address: string;
   /** The TCP port; undefined for a socket path or a Sentinel group. */
   readonly port: number | undefined;
