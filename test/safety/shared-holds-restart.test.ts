@@ -20,6 +20,12 @@ import { History, now, nsFromMs } from './support/history.js';
 // finds nothing. The control, quarantine off, lets a writer in beside A (or a third permit
 // holder in beside A and B) through masters {0, 3, 4}: the checker must flag it.
 
+/**
+ * The invoke event is stamped just before the call and the engine's round starts a moment later:
+ * a process descheduled in between (a loaded machine) seems to promise that much too much
+ * validity. The slack covers such stalls; every overlap is still checked exactly.
+ */
+const VALIDITY_SLACK_MS = 250;
 const TTL = 4_000;
 const WORKER_TTL = 1_000;
 const ATTEMPTS = 12;
@@ -157,7 +163,7 @@ async function scenario(kind: 'rw' | 'semaphore', quarantine: boolean) {
     await later!.release();
   }
   for (const { engine } of workers) engine.close();
-  return { result: checkHistory(history.events()), notices };
+  return { result: checkHistory(history.events(), { validitySlackMs: VALIDITY_SLACK_MS }), notices };
 }
 
 describe.each(['rw', 'semaphore'] as const)('%s: a master of the holder’s majority restarted empty at once', (kind) => {
