@@ -149,7 +149,8 @@ describe("mode: 'read'", () => {
     await Promise.all(readers.map((r) => r.release()));
     const writer = await redlock.acquire('tidy', 5_000);
     await writer.release();
-    for (const client of clients) expect(await client.keys('*tidy*')).toEqual([]);
+    // Releases settle at a quorum: a straggler master frees its keys a moment later.
+    await expect.poll(() => Promise.all(clients.map((client) => client.keys('*tidy*')))).toEqual(clients.map(() => []));
   });
 
   it('gives readers and writers fencing tokens that rise from one holder to the next', async () => {

@@ -57,7 +57,8 @@ describe('limit (a semaphore)', () => {
     const fourth = await engines[3]!.redlock.tryAcquire('api', 10_000, { limit: 3 });
     expect(fourth?.slots).toEqual(permits[1]!.slots);
     await Promise.all([permits[0]!, permits[2]!, fourth!].map((p) => p.release()));
-    for (const client of engines[0]!.clients) expect(await client.keys('*api*')).toEqual([]);
+    // Releases settle at a quorum: a straggler master frees its entries a moment later.
+    await expect.poll(() => Promise.all(engines[0]!.clients.map((client) => client.keys('*api*')))).toEqual(engines[0]!.clients.map(() => []));
   });
 
   it('never has more than limit holders among many concurrent clients', async () => {

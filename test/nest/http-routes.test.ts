@@ -320,7 +320,8 @@ describe('a decorated route', () => {
     const res = await streaming;
     expect(res.status).toBe(200);
     expect(res.body).toEqual({ streamed: true });
-    expect(await mastersHolding(masters, 'redlock:work:7')).toBe(0);
+    // The release settles at a quorum: a straggler master frees the key a moment later.
+    await expect.poll(() => mastersHolding(masters, 'redlock:work:7')).toBe(0);
   });
 });
 

@@ -128,7 +128,8 @@ async function restartScenario(quarantine: boolean): Promise<void> {
       lateWritesRejected === takeovers,
     );
   }
-  const result = await scenario.finish();
+  // Slack for a worker descheduled between its invoke event and its round (a loaded machine); overlaps are checked exactly.
+  const result = await scenario.finish({ validitySlackMs: 250 });
   expect(failures(result)).toBe('');
   if (!quarantine) expect(result.counts.overlap).toBeGreaterThan(0);
 }

@@ -375,6 +375,11 @@ async function runHerd(engineFor: (worker: number) => Engine): Promise<void> {
 async function main(): Promise<void> {
   const count = config.separateEngines ? config.workers : 1;
   const list = await Promise.all(Array.from({ length: count }, () => newEngine()));
+  // A Cluster voter judges failovers against the slot map it read first: ready once it has, as
+  // the Nest module is at bootstrap. A failover during that first reading is not covered.
+  if (config.voters?.some((voter) => typeof voter === 'object' && 'cluster' in voter)) {
+    await Promise.all(list.map(({ redlock }) => redlock.verifyMasters()));
+  }
   const engineFor = (worker: number) => list[config.separateEngines ? worker : 0]!;
   if (config.mode === 'herd') {
     await runHerd(engineFor);
