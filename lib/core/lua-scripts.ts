@@ -61,6 +61,35 @@ local function liveHead(q, now, except)
   end
   return head, headTicket, headDeadline
 end
+-- Whether a live waiter stands ahead of (me, ticket) in a queue KEYS[n + i] not reserved for us,
+-- and how long the longest-lived such head's entry lasts; and which of the queues exist.
+local function aheadOf(n, reserved, me, ticket)
+  local queued, headWait, queues = false, -2, {}
+  for i = 1, n do
+    local q = KEYS[n + i]
+    queues[i] = redis.call('EXISTS', q) == 1
+    -- A key reserved for us means a release found us at the head here: no one is ahead.
+    if queues[i] and not reserved[i] then
+      local now = nowMs()
+      local head, headTicket, headDeadline = liveHead(q, now, me)
+      if head and (headTicket < ticket or (headTicket == ticket and head < me)) then
+        queued = true
+        if headDeadline - now > headWait then headWait = headDeadline - now end
+      end
+    end
+  end
+  return queued, headWait, queues
+end
+-- A refused caller (me, with its ticket as sent) takes its place in the n queues KEYS[n + i] for
+-- wait ms plus its stay; tag follows the deadline in the entry ('' for none).
+local function enlist(n, me, ticket, wait, stay, tag)
+  if me == '' then return end
+  local deadline = nowMs() + math.max(wait, 0) + stay
+  for i = 1, n do
+    redis.call('HSET', KEYS[n + i], me, ticket .. ' ' .. deadline .. tag)
+    redis.call('PEXPIRE', KEYS[n + i], math.max(wait, 0) + stay * 2)
+  end
+end
 local function handOn(key, q, stay)
   if redis.call('EXISTS', q) == 0 then
     redis.call('DEL', key)
@@ -119,33 +148,12 @@ for i = 1, n do
     if pttl > wait then wait = pttl end
   end
 end
-local queued = false
-local headWait = -2
-local queues = {}
-for i = 1, n do
-  local q = KEYS[n + i]
-  queues[i] = redis.call('EXISTS', q) == 1
-  -- A key reserved for us means a release found us at the head here: no one is ahead.
-  if queues[i] and not reserved[i] then
-    local now = nowMs()
-    local head, headTicket, headDeadline = liveHead(q, now, me)
-    if head and (headTicket < ticket or (headTicket == ticket and head < me)) then
-      queued = true
-      if headDeadline - now > headWait then headWait = headDeadline - now end
-    end
-  end
-end
+local queued, headWait, queues = aheadOf(n, reserved, me, ticket)
 if wait ~= -2 or queued then
   -- The holder's pttl when a key is held: never more than its lock can still run, whoever waits.
   -- With no holder, how long the head's entry lives (its waiter takes the lock before that or dies).
   if wait == -2 then wait = headWait end
-  if me ~= '' then
-    local deadline = nowMs() + math.max(wait, 0) + stay
-    for i = 1, n do
-      redis.call('HSET', KEYS[n + i], me, ARGV[5] .. ' ' .. deadline)
-      redis.call('PEXPIRE', KEYS[n + i], math.max(wait, 0) + stay * 2)
-    end
-  end
+  enlist(n, me, ARGV[5], wait, stay, '')
   return {0, wait}
 end
 local fence = 0

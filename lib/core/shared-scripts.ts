@@ -116,29 +116,10 @@ for i = 1, n do
     end
   end
 end
-local queued = false
-local headWait = -2
-local queues = {}
-for i = 1, n do
-  local q = KEYS[n + i]
-  queues[i] = redis.call('EXISTS', q) == 1
-  if queues[i] and not reserved[i] then
-    local head, headTicket, headDeadline = liveHead(q, now, me)
-    if head and (headTicket < ticket or (headTicket == ticket and head < me)) then
-      queued = true
-      if headDeadline - now > headWait then headWait = headDeadline - now end
-    end
-  end
-end
+local queued, headWait, queues = aheadOf(n, reserved, me, ticket)
 if wait ~= -2 or full or queued then
   if wait == -2 then wait = headWait end
-  if me ~= '' then
-    local deadline = now + math.max(wait, 0) + stay
-    for i = 1, n do
-      redis.call('HSET', KEYS[n + i], me, ARGV[5] .. ' ' .. deadline .. ' ' .. marker)
-      redis.call('PEXPIRE', KEYS[n + i], math.max(wait, 0) + stay * 2)
-    end
-  end
+  enlist(n, me, ARGV[5], wait, stay, ' ' .. marker)
   return {0, wait}
 end
 local reply = {1, 0}
