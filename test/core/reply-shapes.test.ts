@@ -49,7 +49,7 @@ afterAll(async () => {
 async function engineWith(fake: FakeMaster, options: { autoPipelining?: boolean } = {}): Promise<Redlock> {
   const clients = await connectMasters([...fleet.urls(), fake.url], { enableAutoPipelining: options.autoPipelining ?? false });
   opened.push(...clients);
-  return new Redlock(clients, { ...FRESH_FLEET, logger: { warn: () => {} } });
+  return new Redlock(clients, { ...FRESH_FLEET, nodeTimeoutMs: 1_000, logger: { warn: () => {} } });
 }
 
 /** Lets every reply that is on its way land, and whatever it would throw be thrown. */
