@@ -18,11 +18,27 @@ export interface Acquisition {
   readonly queuing: boolean;
 }
 
-interface Holding extends Acquisition {
+/**
+ * What the engine keeps about a lock it holds. Kept on the lock itself (`lock.holding`), not in a
+ * side table: every release reads it, and a WeakMap entry per lock cost more than the rest of
+ * this bookkeeping together on the uncontended path.
+ */
+class Holding implements Acquisition {
   /** Its end (release or loss) was reported to the instrumentation. */
-  ended: boolean;
-  /** When it was acquired or handed over (monotonic ms), for the held time; 0 without instrumentation. */
-  readonly heldSince: number;
+  ended = false;
+
+  constructor(
+    readonly round: RoundResult | undefined,
+    readonly waiter: Waiter,
+    readonly queuing: boolean,
+    /** When it was acquired or handed over (monotonic ms), for the held time. */
+    readonly heldSince: number,
+  ) {}
+}
+
+function holdingOf(lock: Lock): Holding | undefined {
+  const holding = lock.holding;
+  return holding instanceof Holding ? holding : undefined;
 }
 
 /**
@@ -32,7 +48,6 @@ interface Holding extends Acquisition {
  */
 export class HeldLocks {
   readonly #held = new Set<Lock>();
-  readonly #holdings = new WeakMap<Lock, Holding>();
   readonly #instrumentation: InstrumentationGuard | undefined;
   #pruneAt = 64;
   /** releaseAll is firing signals: those locks are released, not lost. */
@@ -42,24 +57,27 @@ export class HeldLocks {
     this.#instrumentation = instrumentation;
   }
 
-  /** A lock is held from now on: acquired, or handed over by a caller of this process. */
-  add(lock: Lock, acquisition: Acquisition): void {
+  /**
+   * A lock is held from now on: acquired, or handed over by a caller of this process. `since`:
+   * the instant it became held (monotonic ms), when the caller has just read the clock anyway.
+   */
+  add(lock: Lock, round: RoundResult | undefined, waiter: Waiter, queuing: boolean, since?: number): void {
     this.#held.add(lock);
     if (this.#held.size >= this.#pruneAt) this.#prune();
-    const heldSince = this.#instrumentation ? monotonicNow() : 0;
-    this.#holdings.set(lock, { ...acquisition, ended: false, heldSince });
+    lock.holding = new Holding(round, waiter, queuing, since ?? (this.#instrumentation ? monotonicNow() : 0));
     this.#instrumentation?.lockHeld(lock);
   }
 
   /** The lock is being released: forgets it, reports its end, and says how it was had. */
   release(lock: Lock): Acquisition | undefined {
     this.#held.delete(lock);
-    const holding = this.#holdings.get(lock);
+    const holding = holdingOf(lock);
     if (this.#instrumentation && holding && !holding.ended) {
       holding.ended = true;
-      const heldMs = monotonicNow() - holding.heldSince;
+      const now = monotonicNow();
+      const heldMs = now - holding.heldSince;
       // Nobody armed its signal, so nobody was told: it ran out of validity before this release.
-      if (lock.expiredUnnoticed()) this.#instrumentation.lockLost(lock, new LockLostError(lock.resources, 'validity deadline passed'), heldMs);
+      if (lock.expiredUnnoticed(now)) this.#instrumentation.lockLost(lock, new LockLostError(lock.resources, 'validity deadline passed'), heldMs);
       else this.#instrumentation.lockReleased(lock, heldMs);
     }
     return holding;
@@ -69,7 +87,7 @@ export class HeldLocks {
   lost(lock: Lock, error: unknown): void {
     const instrumentation = this.#instrumentation;
     if (!instrumentation || this.#releasingAll || lock.released) return;
-    const holding = this.#holdings.get(lock);
+    const holding = holdingOf(lock);
     if (!holding || holding.ended) return;
     holding.ended = true;
     instrumentation.lockLost(lock, error, monotonicNow() - holding.heldSince);

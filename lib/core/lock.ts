@@ -59,6 +59,7 @@ export class Lock {
   #release: Promise<ReleaseResult> | undefined;
   #lost: AbortController | undefined;
   #deadlineTimer: NodeJS.Timeout | undefined;
+  #holding: unknown;
 
   constructor(
     engine: LockEngine,
@@ -156,6 +157,16 @@ export class Lock {
     return this.#release;
   }
 
+  /** @internal What the engine that holds this lock keeps about it (how it was had), opaque to anyone else. */
+  get holding(): unknown {
+    return this.#holding;
+  }
+
+  /** @internal */
+  set holding(holding: unknown) {
+    this.#holding = holding;
+  }
+
   /** @internal Called by the engine after a successful extension. */
   renewed(deadline: number, ttlMs: number): void {
     this.#deadline = deadline;
@@ -208,10 +219,10 @@ export class Lock {
 
   /**
    * @internal Whether the lock ran out of validity without its signal firing (nobody armed it),
-   * as of now; false once the signal has fired.
+   * as of `now`; false once the signal has fired.
    */
-  expiredUnnoticed(): boolean {
-    return !this.#lost?.signal.aborted && this.#deadline <= monotonicNow();
+  expiredUnnoticed(now = monotonicNow()): boolean {
+    return !this.#lost?.signal.aborted && this.#deadline <= now;
   }
 
   #armDeadline(): void {

@@ -1,4 +1,3 @@
-import { monotonicNow } from './clock.js';
 import type { MasterFailure } from './instrumentation.js';
 import type { NodeOutcome } from './node-outcome.js';
 import type { RedisNode } from './redis-node.js';
@@ -15,12 +14,9 @@ export interface RoundOptions {
   /** One deadline for the whole round: a node that has not answered by then counts as timed out. */
   readonly timeoutMs: number;
   /**
-   * Told once per node whose request failed, or was not answered by the deadline: at the deadline
-   * while the round waits for it, or when a straggler of a round decided without it answers
-   * late (its outcome lands as it answers; only the report says it was late). A request that is
-   * never answered after its round was decided is not reported: watching every straggler to its
-   * deadline costs a timer that outlives the round, on every round. Quarantined votes are not
-   * failures of the request.
+   * Told once per node whose request failed, or was not answered by the deadline, whether the
+   * round waited for it or was decided without it (a straggler's outcome still lands when it
+   * answers; only the report says it was late). Quarantined votes are not failures of the request.
    */
   readonly onFailure?: (index: number, failure: MasterFailure) => void;
 }
@@ -54,8 +50,6 @@ export function runRound(
   let answered = 0;
   const requests: Promise<unknown>[] = [];
   const onFailure = options.onFailure;
-  // Without a listener, nothing of the reporting is made: no closure, no clock read.
-  const deadline = onFailure ? monotonicNow() + options.timeoutMs : 0;
   let reported: boolean[] | undefined;
   const report = onFailure
     ? (index: number, failure: MasterFailure) => {
@@ -70,16 +64,29 @@ export function runRound(
     const finish = () => {
       if (settled) return;
       settled = true;
-      clearTimeout(timer);
+      // With a listener, the round's own timer keeps watching the stragglers until they have all
+      // answered or the deadline says they are late: no clock read per reply, no second timer.
+      if (!report || answered === total) clearTimeout(timer);
       resolve({ outcomes, granted, refused, requests });
     };
     const decided = () => granted >= options.quorum || answered - granted > total - options.quorum;
+    const counted = () => {
+      answered++;
+      if (!settled) {
+        if (decided()) finish();
+      } else if (answered === total) {
+        clearTimeout(timer); // the last straggler, in time
+      }
+    };
 
     const timer = setTimeout(() => {
       outcomes.forEach((outcome, index) => {
         if (outcome.status !== 'pending') return;
-        outcome.status = 'timeout';
-        outcome.error = `no reply within ${options.timeoutMs} ms`;
+        // A straggler of a round decided without it: late, and its outcome still lands when it answers.
+        if (!settled) {
+          outcome.status = 'timeout';
+          outcome.error = `no reply within ${options.timeoutMs} ms`;
+        }
         report?.(index, 'timeout');
       });
       finish();
@@ -94,8 +101,7 @@ export function runRound(
         report?.(index, 'error');
       }
       outcome.error = errorText(error);
-      answered++;
-      if (decided()) finish();
+      counted();
     };
 
     nodes.forEach((node, index) => {
@@ -113,8 +119,6 @@ export function runRound(
       request.then(
         (reply) => {
           if (outcome.status !== 'pending') return; // too late: already counted as timed out
-          // A straggler of a round decided without it, answering after the deadline.
-          if (report && settled && monotonicNow() > deadline) report(index, 'timeout');
           if (node.connection !== connection) {
             failed(outcome, index, new NodeReconnectedError());
             return;
@@ -131,10 +135,9 @@ export function runRound(
           const { granted: ok, value } = vote;
           outcome.status = ok ? 'granted' : 'refused';
           if (value !== undefined) outcome.value = value;
-          answered++;
           if (ok) granted++;
           else refused++;
-          if (decided()) finish();
+          counted();
         },
         (error: unknown) => {
           if (outcome.status === 'pending') failed(outcome, index, error);

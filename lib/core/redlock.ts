@@ -125,7 +125,7 @@ export class Redlock extends EventEmitter implements LockEngine {
       names: this.#names,
       round: (ttlMs, interpret, send, operation) => this.round(ttlMs, interpret, send, operation),
       vote: (request) => this.vote(request),
-      held: (lock, round, waiter) => this.#held.add(lock, { round, waiter, queuing: true }),
+      held: (lock, round, waiter) => this.#held.add(lock, round, waiter, true),
       leave: (resources, waiter) => this.#entries.leave(resources, waiter),
     });
     // Ask every master who it is now, so the first acquire does not pay that round trip; a
@@ -398,7 +398,7 @@ export class Redlock extends EventEmitter implements LockEngine {
     const line = lineOf(lock.keys);
     const passed = acquisition && this.#handOver.offer(lock, line);
     if (passed) {
-      this.#held.add(passed.handed, { round: acquisition.round, waiter: passed.to, queuing: false });
+      this.#held.add(passed.handed, acquisition.round, passed.to, false);
       // The new holder's queue entries are cleared by its own release; the old holder's, now.
       if (enlisted(acquisition)) this.#entries.leave(lock.resources, acquisition.waiter);
       return { releasedOn: 0, heldUntilRelease: true, nodes: [], handedOver: true };
@@ -457,7 +457,7 @@ export class Redlock extends EventEmitter implements LockEngine {
     if (round.granted >= this.quorum && left > 0) {
       const lock = new Lock(this, resources, keys, token, ttlMs, end + left, fence);
       this.#handOver.held(lineOf(keys), lock);
-      this.#held.add(lock, { round: plain ? undefined : round, waiter, queuing: !plain });
+      this.#held.add(lock, plain ? undefined : round, waiter, !plain, end);
       if (!plain) this.#entries.withdrawWhereRefused(resources, waiter, round);
       return { lock };
     }

@@ -194,6 +194,23 @@ describe('RedlockTelemetry on the engine', () => {
     await lock.release();
   });
 
+  it('counts a master that never answers a round decided without it as a timeout, at the deadline', async () => {
+    const otel = startSdk();
+    const clients = await connectMasters(fleet.urls());
+    opened.push(...clients);
+    const instrumentation = new RedlockTelemetry({ meterProvider: otel.meterProvider, tracerProvider: otel.tracerProvider });
+    const traced = new Redlock(clients, { ...FRESH_FLEET, instrumentation, nodeTimeoutMs: 200 });
+    await traced.verifyMasters();
+    // SIGSTOP: the fifth master answers nothing while the test looks, so only the deadline can tell.
+    fleet.pause(4);
+    const lock = await traced.acquire('silent', 10_000);
+    const silent = { 'server.address': '127.0.0.1', 'server.port': fleet.nodes[4]!.port, 'error.type': 'timeout', 'redlock.operation': 'acquire' };
+    await expect.poll(async () => total(await otel.metric(METRIC_MASTER_ERRORS), silent), { timeout: 5_000 }).toBe(1);
+    expect(lock.remainingMs()).toBeGreaterThan(0);
+    fleet.resume(4);
+    await lock.release();
+  });
+
   it('reports an extension, then a lock lost to a refused extension, once, and its held time as lost', async () => {
     const otel = startSdk();
     const traced = await tracedEngine(otel);
