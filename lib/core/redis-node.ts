@@ -168,7 +168,7 @@ export class RedisNode {
     const args: (string | number)[] = [];
     for (const item of items) args.push(item.token, item.ttlMs);
     // EVAL, never EVALSHA: a take is never answered NOSCRIPT and re-sent, so a release may go out
-    // right behind it on this connection (the engine's releaseKeys relies on it). The source is
+    // right behind it on this connection (ExclusiveHolds.release relies on it). The source is
     // a few hundred bytes for a whole tick's takes.
     return takesPerKey(await this.client.eval(TAKE_SCRIPT.source, keys.length, [...keys, ...args] as RedisKey[]), items.length);
   }

@@ -7,19 +7,9 @@ import { Lock, type LockEngine, type ReleaseResult } from './lock.js';
 import type { MasterFailure, MasterOperation } from './instrumentation.js';
 import { extensionOutcome, InstrumentationGuard, type GuardedAcquire } from './instrumentation-guard.js';
 import { enterSession, LockSession, runInSession } from './lock-session.js';
-import { nextFence } from './fence.js';
 import { checkMasters, type MastersHealth } from './master-health.js';
-import {
-  ACQUIRE_SCRIPT,
-  EXTEND_SCRIPT,
-  FENCE_SCRIPT,
-  grantedIfOne,
-  grantedIfPositive,
-  interpretAcquire,
-  interpretTake,
-  QUEUE_ENTRY_STAY_MS,
-} from './lua-scripts.js';
-import { inFlight, runRound, type RoundReply, type RoundResult } from './quorum-round.js';
+import { EXTEND_SCRIPT, grantedIfOne } from './lua-scripts.js';
+import { runRound, type RoundReply, type RoundResult } from './quorum-round.js';
 import type { RedisNode } from './redis-node.js';
 import { prepareClusterVoters, votersFrom } from './voters.js';
 import { ClusterVoter } from './cluster-voter.js';
@@ -29,7 +19,7 @@ import { LocalHandOver, lineOf } from './local-hand-over.js';
 import { LocalQueue } from './local-queue.js';
 import { QueueEntries } from './queue-entries.js';
 import { ReleaseWakeups } from './release-wakeups.js';
-import { roundFailure, type RoundFailure } from './round-failure.js';
+import { roundFailure } from './round-failure.js';
 import { RestartQuarantine, type QuarantineNotice } from './restart-quarantine.js';
 import { VoterAdmission, type DuplicateMaster } from './voter-admission.js';
 import { Waiter } from './waiter.js';
@@ -44,10 +34,9 @@ import {
   type ResolvedRedlockOptions,
   type WaitOptions,
 } from './redlock-options.js';
-import { newToken } from './token.js';
-import { kindOf, WRITE, type LockMode } from './lock-kind.js';
-import { SharedHolds, throwMismatch } from './shared-holds.js';
-import { mismatchWatch } from './shared-scripts.js';
+import { kindOf, type LockMode } from './lock-kind.js';
+import { SharedHolds } from './shared-holds.js';
+import { ExclusiveHolds } from './exclusive-holds.js';
 
 export interface AcquireOptions extends WaitOptions {
   /** Cancels waiting; the acquire then rejects with AcquireAbortedError and holds nothing. */
@@ -66,8 +55,6 @@ export interface UsingOptions extends AcquireOptions {
 }
 
 export type LockedRoutine<T> = (signal: AbortSignal, lock: Lock) => Promise<T>;
-
-type Attempt = { lock: Lock } | RoundFailure;
 
 /**
  * Rounds in which too few masters answered are retried this many times only: enough to ride
@@ -96,6 +83,7 @@ export class Redlock extends EventEmitter implements LockEngine {
   readonly #handOver = new LocalHandOver(this, this.#localQueue);
   readonly #entries: QueueEntries;
   readonly #names: KeyNames;
+  readonly #exclusive: ExclusiveHolds;
   readonly #shared: SharedHolds;
   readonly #instrumentation: InstrumentationGuard | undefined;
   /** Per kind of round, what tells the instrumentation of a master's failure: made once, not per round. */
@@ -118,6 +106,18 @@ export class Redlock extends EventEmitter implements LockEngine {
     // A Redis Cluster voter runs a script on one shard: a resource's keys must share a hash slot.
     this.#names = new KeyNames(this.options, this.nodes.some((node) => node instanceof ClusterVoter));
     this.#entries = new QueueEntries(this.nodes, this.#names);
+    this.#exclusive = new ExclusiveHolds({
+      engine: this,
+      quorum: Math.floor(this.nodes.length / 2) + 1,
+      options: this.options,
+      names: this.#names,
+      entries: this.#entries,
+      admission: this.#admission,
+      handOver: this.#handOver,
+      round: (ttlMs, interpret, send, operation) => this.round(ttlMs, interpret, send, operation),
+      vote: (request) => this.vote(request),
+      held: (lock, round, waiter, queuing, since) => this.#held.add(lock, round, waiter, queuing, since),
+    });
     this.#shared = new SharedHolds({
       engine: this,
       quorum: Math.floor(this.nodes.length / 2) + 1,
@@ -203,7 +203,7 @@ export class Redlock extends EventEmitter implements LockEngine {
           if (waiter.handed) return acquired(observer, waiter.handed);
         }
         const result = exclusive
-          ? await this.attempt(list, keys, ttlMs, attempt, fencing, waiter, uncontended && attempt === 1, observer)
+          ? await this.#exclusive.attempt(list, keys, ttlMs, attempt, fencing, waiter, uncontended && attempt === 1, observer)
           : await this.#shared.attempt(list, keys, ttlMs, attempt, fencing, waiter, kind, observer);
         if ('lock' in result) return acquired(observer, result.lock);
         const left = giveUpAt - monotonicNow();
@@ -405,99 +405,9 @@ export class Redlock extends EventEmitter implements LockEngine {
     }
     this.#handOver.released(lock, line);
     const waiterId = acquisition && enlisted(acquisition) ? acquisition.waiter.id : '';
-    const round = await this.releaseKeys(lock.resources, lock.keys, lock.token, lock.ttlMs, acquisition?.round, waiterId);
+    const round = await this.#exclusive.release(lock.resources, lock.keys, lock.token, lock.ttlMs, acquisition?.round, waiterId);
     this.#handOver.wakeNext(line);
     return { releasedOn: round.granted, heldUntilRelease: round.granted >= this.quorum, nodes: round.outcomes };
-  }
-
-  private async attempt(
-    resources: string[],
-    keys: string[],
-    ttlMs: number,
-    attempt: number,
-    fencing: boolean,
-    waiter: Waiter,
-    /** SET NX without the fair queue: a single unfenced key nobody of this process waits for. */
-    plain: boolean,
-    observer: GuardedAcquire | undefined,
-  ): Promise<Attempt> {
-    const token = newToken();
-    const start = monotonicNow();
-    let round: RoundResult;
-    let mismatch: ReturnType<typeof mismatchWatch> | undefined;
-    const scriptKeys = plain ? [] : [...keys, ...this.#entries.keys(resources)];
-    // With replicaAcks, every granting write carries a WAIT (undefined, and no cost, without).
-    const acks = replicaWait(this.options, ttlMs);
-    if (plain) {
-      round = await this.round(ttlMs, interpretTake, this.vote((node) => node.take(keys[0]!, token, ttlMs, acks)), 'acquire');
-    } else {
-      if (fencing) scriptKeys.push(...resources.map((r) => this.#names.fence(r)));
-      const args = [token, ttlMs, keys.length, waiter.id, waiter.ticket, QUEUE_ENTRY_STAY_MS];
-      const watch = mismatchWatch(this.vote((node) => node.write(ACQUIRE_SCRIPT, scriptKeys, args, acks)));
-      mismatch = watch;
-      round = await this.round(ttlMs, interpretAcquire, watch.send, 'acquire');
-      if (round.refused > 0) waiter.enlisted = true; // a refusing master queued us
-    }
-    let fence: number | undefined;
-    if (fencing && round.granted >= this.quorum && validityLeftMs(ttlMs, start, monotonicNow(), this.options.driftFactor) > 0) {
-      // Spec section 6: max of what the granting quorum read, plus one, written back to a
-      // majority (only where our keys still stand) before the caller may use it.
-      const highest = Math.max(...round.outcomes.filter((o) => o.status === 'granted').map((o) => o.value ?? 0));
-      fence = nextFence(highest, this.options.fenceTimeFloor);
-      // Only the time floor lets a counter go: without it, the counter alone keeps tokens rising.
-      const expireMs = this.options.fenceTimeFloor ? ttlMs + this.options.fenceRetentionMs : 0;
-      const fenceArgs = [token, fence, keys.length, expireMs];
-      round = await this.round(ttlMs, grantedIfOne, this.vote((node) => node.write(FENCE_SCRIPT, scriptKeys, fenceArgs, acks)), 'acquire');
-    }
-    observer?.round(round.granted);
-    // Validity counts from `start`: the rounds have spent part of it already. Only what is left
-    // now makes a lock; a lock handed out with nothing left would have expired on arrival.
-    const end = monotonicNow();
-    const left = validityLeftMs(ttlMs, start, end, this.options.driftFactor);
-    if (round.granted >= this.quorum && left > 0) {
-      const lock = new Lock(this, resources, keys, token, ttlMs, end + left, fence);
-      this.#handOver.held(lineOf(keys), lock);
-      this.#held.add(lock, plain ? undefined : round, waiter, !plain, end);
-      if (!plain) this.#entries.withdrawWhereRefused(resources, waiter, round);
-      return { lock };
-    }
-    // Timed-out requests may still be applied, and a late grant may land on any node: clean
-    // everywhere, behind a scripted acquire only once it has finished (see releaseKeys).
-    await this.releaseKeys(resources, keys, token, ttlMs, plain ? undefined : round);
-    throwMismatch(mismatch?.found(), resources, WRITE, () => this.#entries.leave(resources, waiter));
-    return roundFailure(resources, round, this.quorum, left, attempt);
-  }
-
-  /**
-   * Compare-and-delete on every master, settled like any round as soon as the outcome is known
-   * (a quorum freed the keys, or cannot have): the stragglers' requests are already on their
-   * connections, and whatever this process sends those masters next queues behind them.
-   * One connection keeps command order, with one exception: an EVALSHA answered NOSCRIPT is
-   * re-sent as EVAL behind whatever was queued meanwhile. So behind a scripted acquire still
-   * in flight (`scriptRound`), the release waits for it, or it could run first and leave the
-   * late acquire's key behind. Takes are plain SETs or EVALs, which are never re-sent: a
-   * release goes out at once behind them (behind their master's identification when they wait
-   * for it), and the next take on that master does not queue
-   * behind a late release.
-   */
-  private releaseKeys(
-    resources: readonly string[],
-    keys: readonly string[],
-    token: string,
-    ttlMs: number,
-    scriptRound?: RoundResult,
-    waiterId = '',
-  ): Promise<RoundResult> {
-    const request = { keys, queueKeys: this.#entries.keys(resources), token, waiterId };
-    const release = (node: RedisNode) => node.free(request);
-    const send = (node: RedisNode, index: number) => {
-      const pending = inFlight(scriptRound, index);
-      if (pending) return pending.then(() => release(node));
-      // A take still waiting to learn who its master is has not been sent: go out behind it.
-      const admission = this.#admission.pending(node);
-      return admission ? admission.then(() => release(node), () => release(node)) : release(node);
-    };
-    return this.round(ttlMs, grantedIfPositive, send, 'release');
   }
 
   private round(

@@ -1,0 +1,141 @@
+import { monotonicNow, validityLeftMs } from './clock.js';
+import { nextFence } from './fence.js';
+import type { GuardedAcquire } from './instrumentation-guard.js';
+import type { MasterOperation } from './instrumentation.js';
+import type { KeyNames } from './key-names.js';
+import { lineOf, type LocalHandOver } from './local-hand-over.js';
+import { WRITE } from './lock-kind.js';
+import { Lock, type LockEngine } from './lock.js';
+import { ACQUIRE_SCRIPT, FENCE_SCRIPT, grantedIfOne, grantedIfPositive, interpretAcquire, interpretTake, QUEUE_ENTRY_STAY_MS } from './lua-scripts.js';
+import type { QueueEntries } from './queue-entries.js';
+import { inFlight, type RoundReply, type RoundResult } from './quorum-round.js';
+import type { RedisNode } from './redis-node.js';
+import type { ResolvedRedlockOptions } from './redlock-options.js';
+import { replicaWait } from './replica-acks.js';
+import { roundFailure, type RoundFailure } from './round-failure.js';
+import { throwMismatch } from './shared-holds.js';
+import { mismatchWatch } from './shared-scripts.js';
+import { newToken } from './token.js';
+import type { VoterAdmission } from './voter-admission.js';
+import type { Waiter } from './waiter.js';
+
+/** What ExclusiveHolds needs of the engine: its rounds, votes, queues and registry of held locks. */
+export interface ExclusiveRounds {
+  readonly engine: LockEngine;
+  readonly quorum: number;
+  readonly options: ResolvedRedlockOptions;
+  readonly names: KeyNames;
+  readonly entries: QueueEntries;
+  readonly admission: VoterAdmission;
+  readonly handOver: LocalHandOver;
+  round(
+    ttlMs: number,
+    interpret: (reply: unknown) => RoundReply,
+    send: (node: RedisNode, index: number) => Promise<unknown>,
+    operation: MasterOperation,
+  ): Promise<RoundResult>;
+  vote(request: (node: RedisNode) => Promise<unknown>): (node: RedisNode) => Promise<unknown>;
+  /** A new lock, held since `since` (monotonic ms): registered as the engine registers its locks. */
+  held(lock: Lock, round: RoundResult | undefined, waiter: Waiter, queuing: boolean, since: number): void;
+}
+
+/**
+ * The exclusive lock (a writer; `limit` 1): one acquire attempt, a plain SET NX or the fair
+ * queue's script, with the fence round when asked for, and the compare-and-delete of a release.
+ * The counterpart of SharedHolds, for the kind every lock has by default.
+ */
+export class ExclusiveHolds {
+  constructor(private readonly rounds: ExclusiveRounds) {}
+
+  async attempt(
+    resources: string[],
+    keys: string[],
+    ttlMs: number,
+    attempt: number,
+    fencing: boolean,
+    waiter: Waiter,
+    /** SET NX without the fair queue: a single unfenced key nobody of this process waits for. */
+    plain: boolean,
+    observer: GuardedAcquire | undefined,
+  ): Promise<{ lock: Lock } | RoundFailure> {
+    const { entries, names, options, quorum } = this.rounds;
+    const token = newToken();
+    const start = monotonicNow();
+    let round: RoundResult;
+    let mismatch: ReturnType<typeof mismatchWatch> | undefined;
+    const scriptKeys = plain ? [] : [...keys, ...entries.keys(resources)];
+    // With replicaAcks, every granting write carries a WAIT (undefined, and no cost, without).
+    const acks = replicaWait(options, ttlMs);
+    if (plain) {
+      round = await this.rounds.round(ttlMs, interpretTake, this.rounds.vote((node) => node.take(keys[0]!, token, ttlMs, acks)), 'acquire');
+    } else {
+      if (fencing) scriptKeys.push(...resources.map((r) => names.fence(r)));
+      const args = [token, ttlMs, keys.length, waiter.id, waiter.ticket, QUEUE_ENTRY_STAY_MS];
+      const watch = mismatchWatch(this.rounds.vote((node) => node.write(ACQUIRE_SCRIPT, scriptKeys, args, acks)));
+      mismatch = watch;
+      round = await this.rounds.round(ttlMs, interpretAcquire, watch.send, 'acquire');
+      if (round.refused > 0) waiter.enlisted = true; // a refusing master queued us
+    }
+    let fence: number | undefined;
+    if (fencing && round.granted >= quorum && validityLeftMs(ttlMs, start, monotonicNow(), options.driftFactor) > 0) {
+      // Spec section 6: max of what the granting quorum read, plus one, written back to a
+      // majority (only where our keys still stand) before the caller may use it.
+      const highest = Math.max(...round.outcomes.filter((o) => o.status === 'granted').map((o) => o.value ?? 0));
+      fence = nextFence(highest, options.fenceTimeFloor);
+      // Only the time floor lets a counter go: without it, the counter alone keeps tokens rising.
+      const expireMs = options.fenceTimeFloor ? ttlMs + options.fenceRetentionMs : 0;
+      const fenceArgs = [token, fence, keys.length, expireMs];
+      round = await this.rounds.round(ttlMs, grantedIfOne, this.rounds.vote((node) => node.write(FENCE_SCRIPT, scriptKeys, fenceArgs, acks)), 'acquire');
+    }
+    observer?.round(round.granted);
+    // Validity counts from `start`: the rounds have spent part of it already. Only what is left
+    // now makes a lock; a lock handed out with nothing left would have expired on arrival.
+    const end = monotonicNow();
+    const left = validityLeftMs(ttlMs, start, end, options.driftFactor);
+    if (round.granted >= quorum && left > 0) {
+      const lock = new Lock(this.rounds.engine, resources, keys, token, ttlMs, end + left, fence);
+      this.rounds.handOver.held(lineOf(keys), lock);
+      this.rounds.held(lock, plain ? undefined : round, waiter, !plain, end);
+      if (!plain) entries.withdrawWhereRefused(resources, waiter, round);
+      return { lock };
+    }
+    // Timed-out requests may still be applied, and a late grant may land on any node: clean
+    // everywhere, behind a scripted acquire only once it has finished (see release).
+    await this.release(resources, keys, token, ttlMs, plain ? undefined : round);
+    throwMismatch(mismatch?.found(), resources, WRITE, () => entries.leave(resources, waiter));
+    return roundFailure(resources, round, quorum, left, attempt);
+  }
+
+  /**
+   * Compare-and-delete on every master, settled like any round as soon as the outcome is known
+   * (a quorum freed the keys, or cannot have): the stragglers' requests are already on their
+   * connections, and whatever this process sends those masters next queues behind them.
+   * One connection keeps command order, with one exception: an EVALSHA answered NOSCRIPT is
+   * re-sent as EVAL behind whatever was queued meanwhile. So behind a scripted acquire still
+   * in flight (`scriptRound`), the release waits for it, or it could run first and leave the
+   * late acquire's key behind. Takes are plain SETs or EVALs, which are never re-sent: a
+   * release goes out at once behind them (behind their master's identification when they wait
+   * for it), and the next take on that master does not queue
+   * behind a late release.
+   */
+  release(
+    resources: readonly string[],
+    keys: readonly string[],
+    token: string,
+    ttlMs: number,
+    scriptRound?: RoundResult,
+    waiterId = '',
+  ): Promise<RoundResult> {
+    const { admission, entries } = this.rounds;
+    const request = { keys, queueKeys: entries.keys(resources), token, waiterId };
+    const release = (node: RedisNode) => node.free(request);
+    const send = (node: RedisNode, index: number) => {
+      const pending = inFlight(scriptRound, index);
+      if (pending) return pending.then(() => release(node));
+      // A take still waiting to learn who its master is has not been sent: go out behind it.
+      const pendingAdmission = admission.pending(node);
+      return pendingAdmission ? pendingAdmission.then(() => release(node), () => release(node)) : release(node);
+    };
+    return this.rounds.round(ttlMs, grantedIfPositive, send, 'release');
+  }
+}
