@@ -11,6 +11,7 @@ import {
   UnexpectedReplyError,
   type LuaScript,
 } from './lua-scripts.js';
+import { SHARED_ACQUIRE_SCRIPT, SHARED_EXTEND_SCRIPT, SHARED_FENCE_SCRIPT, SHARED_RELEASE_SCRIPT } from './shared-scripts.js';
 
 /**
  * The lock scripts as a Redis Cluster voter runs them. A script may only touch keys of one hash
@@ -57,38 +58,61 @@ interface Layout {
 
 const pick = <T>(list: readonly T[], offset: number, indexes: readonly number[]): T[] => indexes.map((i) => list[offset + i]!);
 
-/** KEYS: n lock keys, n queue keys, then n fence keys when there are more; ARGV[nAt] = n. */
-function blocks(nAt: number | 'half', rewriteArgs: (args: readonly (string | number)[], indexes: readonly number[]) => (string | number)[]): Layout {
-  const count = (keys: readonly string[], args: readonly (string | number)[]) => (nAt === 'half' ? keys.length / 2 : Number(args[nAt]));
+/** A request's arguments restricted to the resources `indexes`. */
+type ArgsOf = (args: readonly (string | number)[], indexes: readonly number[]) => (string | number)[];
+
+/**
+ * KEYS: blocks of one key per resource (lock keys, queue keys, then holders and fence keys as the
+ * script has them). The count of resources is ARGV[argv], or the keys over `perResource`.
+ */
+function blocks(n: { argv: number } | { perResource: number }, rewriteArgs: ArgsOf): Layout {
+  const count = (keys: readonly string[], args: readonly (string | number)[]) => ('argv' in n ? Number(args[n.argv]) : keys.length / n.perResource);
   return {
     count,
     part(keys, args, indexes) {
-      const n = count(keys, args);
-      const parts = [pick(keys, 0, indexes), pick(keys, n, indexes)];
-      if (keys.length > 2 * n) parts.push(pick(keys, 2 * n, indexes));
-      return { keys: parts.flat(), args: rewriteArgs(args, indexes) };
+      const resources = count(keys, args);
+      const parts: string[] = [];
+      for (let offset = 0; offset < keys.length; offset += resources) parts.push(...pick(keys, offset, indexes));
+      return { keys: parts, args: rewriteArgs(args, indexes) };
     },
   };
 }
 
-const withCount = (at: number) => (args: readonly (string | number)[], indexes: readonly number[]) =>
-  args.map((arg, i) => (i === at ? indexes.length : arg));
+/** The same arguments for every resource. */
+const same: ArgsOf = (args) => [...args];
+
+/** ARGV[at] is the count of resources. */
+const withCount = (at: number): ArgsOf => (args, indexes) => args.map((arg, i) => (i === at ? indexes.length : arg));
+
+/** ARGV: `head` arguments (ARGV[at] the count of resources, when given), then one per resource. */
+const perResource = (head: number, at?: number): ArgsOf => (args, indexes) => [
+  ...(at === undefined ? args.slice(0, head) : withCount(at)(args.slice(0, head), indexes)),
+  ...pick(args, head, indexes),
+];
 
 const LAYOUTS = new Map<LuaScript, Layout>([
   // ARGV: token, ttl, n, waiter id, ticket, stay.
-  [ACQUIRE_SCRIPT, blocks(2, withCount(2))],
+  [ACQUIRE_SCRIPT, blocks({ argv: 2 }, withCount(2))],
   // ARGV: token, fence, n, expire.
-  [FENCE_SCRIPT, blocks(2, withCount(2))],
+  [FENCE_SCRIPT, blocks({ argv: 2 }, withCount(2))],
   // KEYS: the lock keys. ARGV: token, ttl.
-  [EXTEND_SCRIPT, { count: (keys) => keys.length, part: (keys, args, indexes) => ({ keys: pick(keys, 0, indexes), args: [...args] }) }],
+  [EXTEND_SCRIPT, blocks({ perResource: 1 }, same)],
   // ARGV: stay, waiter id.
-  [LEAVE_SCRIPT, blocks('half', (args) => [...args])],
+  [LEAVE_SCRIPT, blocks({ perResource: 2 }, same)],
   // ARGV: stay, then per key token and waiter id.
-  [RELEASE_SCRIPT, blocks('half', (args, indexes) => [args[0]!, ...indexes.flatMap((i) => [args[1 + 2 * i]!, args[2 + 2 * i]!])])],
+  [RELEASE_SCRIPT, blocks({ perResource: 2 }, (args, indexes) => [args[0]!, ...indexes.flatMap((i) => [args[1 + 2 * i]!, args[2 + 2 * i]!])])],
+  // Readers and permits. ARGV: token, ttl, n, waiter id, ticket, stay, marker, limit, then per resource the preferred slot.
+  [SHARED_ACQUIRE_SCRIPT, blocks({ argv: 2 }, perResource(8, 2))],
+  // ARGV: token, fence, n, expire, marker, then per resource the slot.
+  [SHARED_FENCE_SCRIPT, blocks({ argv: 2 }, perResource(5, 2))],
+  // KEYS: lock keys, holders keys. ARGV: token, ttl, marker, then per resource the slot.
+  [SHARED_EXTEND_SCRIPT, blocks({ perResource: 2 }, perResource(3))],
+  // KEYS: lock, queue and holders keys. ARGV: stay, token, waiter id, marker, limit, then per resource the slot.
+  [SHARED_RELEASE_SCRIPT, blocks({ perResource: 3 }, perResource(5))],
 ]);
 
 /** The scripts whose grant is a vote: their replies say who ran them. */
-const VOTES = new Set<LuaScript>([ACQUIRE_SCRIPT, EXTEND_SCRIPT, FENCE_SCRIPT, TAKE_SCRIPT]);
+const VOTES = new Set<LuaScript>([ACQUIRE_SCRIPT, EXTEND_SCRIPT, FENCE_SCRIPT, TAKE_SCRIPT, SHARED_ACQUIRE_SCRIPT, SHARED_EXTEND_SCRIPT, SHARED_FENCE_SCRIPT]);
 
 /** Splits a request by hash slot of its lock keys; one call when they all share a slot. */
 export function split(script: LuaScript, keys: readonly string[], args: readonly (string | number)[]): SlotCall[] {
@@ -112,18 +136,13 @@ export function split(script: LuaScript, keys: readonly string[], args: readonly
  */
 export function merge(script: LuaScript, calls: readonly SlotCall[], replies: readonly unknown[]): { reply: unknown; undo: SlotCall[] } {
   if (replies.length === 1) return { reply: replies[0], undo: [] };
-  if (script === ACQUIRE_SCRIPT) {
-    const granted = replies.map((reply) => Array.isArray(reply) && reply[0] === 1);
-    const values = replies.map((reply) => (Array.isArray(reply) && typeof reply[1] === 'number' ? reply[1] : -2));
-    if (granted.every(Boolean)) return { reply: [1, Math.max(...values)], undo: [] };
-    const waits = values.filter((_, i) => !granted[i]);
-    return { reply: [0, Math.max(...waits)], undo: calls.filter((_, i) => granted[i]) };
+  if (script === ACQUIRE_SCRIPT || script === SHARED_ACQUIRE_SCRIPT) return mergeAcquire(script, calls, replies);
+  if (script === EXTEND_SCRIPT || script === FENCE_SCRIPT || script === SHARED_EXTEND_SCRIPT || script === SHARED_FENCE_SCRIPT) {
+    return { reply: replies.every((reply) => reply === 1) ? 1 : 0, undo: [] };
   }
-  if (script === EXTEND_SCRIPT || script === FENCE_SCRIPT) return { reply: replies.every((reply) => reply === 1) ? 1 : 0, undo: [] };
   if (script === LEAVE_SCRIPT) return { reply: 1, undo: [] };
   if (script === RELEASE_SCRIPT) {
-    const total = calls.reduce((sum, call) => sum + call.indexes.length, 0);
-    const freed = new Array<number>(total).fill(0);
+    const freed = new Array<number>(resourcesOf(calls)).fill(0);
     calls.forEach((call, c) => {
       const perKey = replies[c];
       if (!Array.isArray(perKey) || perKey.length !== call.indexes.length) throw new UnexpectedReplyError('release', perKey);
@@ -131,15 +150,67 @@ export function merge(script: LuaScript, calls: readonly SlotCall[], replies: re
     });
     return { reply: freed, undo: [] };
   }
+  if (script === SHARED_RELEASE_SCRIPT) {
+    // How many resources were still held with our slot: summed over the slots.
+    if (!replies.every((reply) => Number.isSafeInteger(reply))) throw new UnexpectedReplyError(script.name, replies.find((reply) => !Number.isSafeInteger(reply)));
+    return { reply: (replies as number[]).reduce((sum, freed) => sum + freed, 0), undo: [] };
+  }
   throw new Error(`${script.name} cannot be split by slot`);
 }
 
-/** The release that takes back an acquire granted in `call`'s slot: compare-and-delete, our token. */
-export function undoCall(call: SlotCall): { script: LuaScript; keys: readonly string[]; args: (string | number)[] } {
+/**
+ * An acquire's per-slot replies as one. Granted only where every slot granted: {1, the highest
+ * fence counter}, followed for readers and permits by the slot, then the free slots, of each
+ * resource in the request's order. Otherwise the slots that granted are undone, and the reply is
+ * a kind mismatch ({2, the resource's index in the whole request, what holds it}) if a slot found
+ * one, else a refusal with the longest wait of the slots that refused.
+ */
+function mergeAcquire(script: LuaScript, calls: readonly SlotCall[], replies: readonly unknown[]): { reply: unknown; undo: SlotCall[] } {
+  const granted = replies.map((reply) => Array.isArray(reply) && reply[0] === 1);
+  const values = replies.map((reply) => (Array.isArray(reply) && typeof reply[1] === 'number' ? reply[1] : -2));
+  const undo = calls.filter((_, i) => granted[i]);
+  const mismatch = replies.findIndex((reply) => Array.isArray(reply) && reply[0] === 2);
+  if (mismatch !== -1) {
+    const [, at, found] = replies[mismatch] as unknown[];
+    const index = typeof at === 'number' ? calls[mismatch]!.indexes[at - 1] : undefined;
+    if (index === undefined) throw new UnexpectedReplyError(script.name, replies[mismatch]);
+    return { reply: [2, index + 1, found], undo };
+  }
+  if (undo.length < calls.length) return { reply: [0, Math.max(...values.filter((_, i) => !granted[i]))], undo };
+  const reply: unknown[] = [1, Math.max(...values)];
+  if (script === SHARED_ACQUIRE_SCRIPT) {
+    const total = resourcesOf(calls);
+    calls.forEach((call, c) => {
+      const perSlot = replies[c] as unknown[];
+      const n = call.indexes.length;
+      call.indexes.forEach((index, k) => {
+        reply[2 + index] = perSlot[2 + k];
+        reply[2 + total + index] = perSlot[2 + n + k];
+      });
+    });
+  }
+  return { reply, undo: [] };
+}
+
+const resourcesOf = (calls: readonly SlotCall[]) => calls.reduce((sum, call) => sum + call.indexes.length, 0);
+
+/**
+ * The release that takes back an acquire granted in `call`'s slot, for our token only: the
+ * lock's compare-and-delete, or the shared holders' release of our entry.
+ */
+export function undoCall(script: LuaScript, call: SlotCall): { script: LuaScript; keys: readonly string[]; args: (string | number)[] } | undefined {
   const n = call.indexes.length;
   const token = call.args[0]!;
-  const keys = call.keys.slice(0, 2 * n); // lock and queue keys, not the fence counters
-  return { script: RELEASE_SCRIPT, keys, args: [QUEUE_ENTRY_STAY_MS, ...Array.from({ length: n }, () => [token, ''] as const).flat()] };
+  if (script === ACQUIRE_SCRIPT) {
+    const keys = call.keys.slice(0, 2 * n); // lock and queue keys, not the fence counters
+    return { script: RELEASE_SCRIPT, keys, args: [QUEUE_ENTRY_STAY_MS, ...Array.from({ length: n }, () => [token, ''] as const).flat()] };
+  }
+  if (script === SHARED_ACQUIRE_SCRIPT) {
+    const [marker, limit] = [call.args[6]!, call.args[7]!];
+    const keys = call.keys.slice(0, 3 * n); // lock, queue and holders keys, not the fence counters
+    return { script: SHARED_RELEASE_SCRIPT, keys, args: [QUEUE_ENTRY_STAY_MS, token, '', marker, limit, ...Array.from({ length: n }, () => '')] };
+  }
+  return undefined;
 }
 
 const identifiedScripts = new Map<LuaScript, LuaScript>();

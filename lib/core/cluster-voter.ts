@@ -129,11 +129,11 @@ export class ClusterVoter extends RedisNode {
   }
 
   async #undo(script: LuaScript, calls: readonly SlotCall[]): Promise<void> {
-    if (calls.length === 0 || script.name !== 'acquire') return;
     await Promise.all(
       calls.map((call) => {
-        const { script: release, keys, args } = undoCall(call);
-        return this.cluster.eval(release.source, keys.length, [...keys, ...args] as RedisKey[]).catch(() => {});
+        const undo = undoCall(script, call);
+        if (!undo) return undefined;
+        return this.cluster.eval(undo.script.source, undo.keys.length, [...undo.keys, ...undo.args] as RedisKey[]).catch(() => {});
       }),
     );
   }

@@ -19,20 +19,8 @@ const READ: LockKind = { type: 'read' };
 /** Large enough for any partner API's concurrency, small enough that a script's slot scan stays cheap. */
 export const MAX_LIMIT = 1_000;
 
-/**
- * The kind a call asks for through its `mode` and `limit` options; throws on a bad value, on a
- * read semaphore, and (`cluster`) on readers and permits with a Redis Cluster voter, whose
- * per-slot scripts know the lock's keys but not the holders hash.
- */
-export function kindOf(options: { readonly mode?: unknown; readonly limit?: unknown }, cluster = false): LockKind {
-  const kind = kindOfOptions(options);
-  if (cluster && kind.type !== 'write') {
-    throw new InvalidArgumentError(kind.type === 'read' ? 'mode' : 'limit', kind.type === 'read' ? 'read' : (kind as { limit: number }).limit, 'readers and semaphores are not supported with a Redis Cluster voter');
-  }
-  return kind;
-}
-
-function kindOfOptions(options: { readonly mode?: unknown; readonly limit?: unknown }): LockKind {
+/** The kind a call asks for through its `mode` and `limit` options; throws on a bad value and on a read semaphore. */
+export function kindOf(options: { readonly mode?: unknown; readonly limit?: unknown }): LockKind {
   const { mode, limit } = options;
   if (mode !== undefined && mode !== 'read' && mode !== 'write') {
     throw new InvalidArgumentError('mode', mode, "expected 'read' or 'write'");

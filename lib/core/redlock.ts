@@ -161,7 +161,7 @@ export class Redlock extends EventEmitter implements LockEngine {
     checkTtl('ttlMs', ttlMs);
     checkCallOptions(options);
     const wait = resolveWait(options, this.options);
-    const kind = kindOf(options, this.#names.hashTags);
+    const kind = kindOf(options);
     // Readers and permits hold together: no local line, no hand-over (those pass one exclusive lock on).
     const exclusive = kind.type === 'write';
     this.#quarantine?.observeTtl(ttlMs);

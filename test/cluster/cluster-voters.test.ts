@@ -1,55 +1,19 @@
-import { Cluster, type Redis } from 'ioredis';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import 'reflect-metadata';
 import { Test } from '@nestjs/testing';
-import { LockHeldError, Redlock, RedlockModule, RedlockService, type Lock, type QuarantineNotice, type RedlockOptions } from '../../lib/index.js';
+import { LockHeldError, RedlockModule, RedlockService, type Lock, type QuarantineNotice } from '../../lib/index.js';
 import { ClusterVoter } from '../../lib/core/cluster-voter.js';
 import { ACQUIRE_SCRIPT } from '../../lib/core/lua-scripts.js';
 import { keySlot } from '../../lib/core/key-slot.js';
-import { connectMasters, disconnectAll, LOCK_CLIENT_OPTIONS } from '../support/masters.js';
-import { RedisCluster } from '../support/redis-cluster.js';
-import { RedisFleet } from '../support/redis-fleet.js';
 import { ConcurrencyProbe } from '../nest/nest-helpers.js';
+import { clusterVoterSuite } from './cluster-harness.js';
 
 /**
  * A whole Redis Cluster as one voter, beside two standalone masters: three voters, quorum two.
  * The cluster has three shards with a replica each, started by the test.
  */
-let cluster: RedisCluster;
-let fleet: RedisFleet;
-const opened: { disconnect(): void }[] = [];
-const engines: Redlock[] = [];
-
-beforeAll(async () => {
-  [cluster, fleet] = await Promise.all([RedisCluster.start({ masters: 3, replicasPerMaster: 1 }), RedisFleet.start(2)]);
-}, 90_000);
-
-afterEach(() => {
-  for (const engine of engines.splice(0)) engine.close();
-  for (const client of opened.splice(0)) client.disconnect();
-});
-
-afterAll(async () => {
-  await Promise.all([cluster?.stopAll(), fleet?.stopAll()]);
-});
-
-function clusterClient(): Cluster {
-  const client = new Cluster(cluster.startupNodes(), { enableOfflineQueue: true, redisOptions: LOCK_CLIENT_OPTIONS });
-  client.on('error', () => {});
-  opened.push(client);
-  return client;
-}
-
-async function engine(options: RedlockOptions = {}): Promise<{ redlock: Redlock; cluster: Cluster; standalone: Redis[] }> {
-  const client = clusterClient();
-  const standalone = await connectMasters(fleet.urls());
-  opened.push(...standalone);
-  // A node timeout that rides out a starved machine: these tests count on the standalone masters' votes.
-  const redlock = new Redlock([client as unknown as Redis, ...standalone], { restartQuarantineMs: false, nodeTimeoutMs: 1_000, logger: { warn: () => {} }, ...options });
-  engines.push(redlock);
-  await redlock.verifyMasters();
-  return { redlock, cluster: client, standalone };
-}
+const suite = clusterVoterSuite();
+const { clusterClient, engine, ages } = suite;
 
 /** Two resource names whose keys fall in different hash slots. */
 function twoSlots(prefix: string): [string, string] {
@@ -122,7 +86,7 @@ describe('in a Nest app', () => {
   it('takes a Redis Cluster client among its nodes', async () => {
     const client = clusterClient();
     const app = await Test.createTestingModule({
-      imports: [RedlockModule.forRoot({ nodes: [client, ...fleet.urls()], restartQuarantineMs: false })],
+      imports: [RedlockModule.forRoot({ nodes: [client, ...suite.fleet().urls()], restartQuarantineMs: false })],
     }).compile();
     await app.init();
     try {
@@ -147,8 +111,8 @@ describe('shard failover under a held lock', () => {
     const holder = await engine(window);
     const other = await engine(window);
     const lock = await holder.redlock.acquire('kept', 30_000);
-    const master = await cluster.masterOf('{kept}');
-    await cluster.failover(await cluster.replicaOf(master));
+    const master = await suite.cluster().masterOf('{kept}');
+    await suite.cluster().failover(await suite.cluster().replicaOf(master));
     await lock.extend(30_000); // the standalone masters are a quorum; the cluster's new shard master waits
     expect(await other.redlock.tryAcquire('kept', 30_000)).toBeNull();
     await lock.release();
@@ -156,34 +120,8 @@ describe('shard failover under a held lock', () => {
 
   it('a killed shard master whose replica lacked the key: quarantined, no second holder (and without it, one)', async () => {
     const windowMs = 1_500;
-    const oldEnough = () => expect.poll(async () => (await ages()).every((age) => age > windowMs + 500), { timeout: 15_000, interval: 200 }).toBe(true);
-    await oldEnough();
-    const holder = await engine({ restartQuarantineMs: windowMs });
-    const master = await cluster.masterOf('{split}');
-    const replica = await cluster.replicaOf(master);
-    // The replica is down while the lock is taken, and so is standalone master 1: the holder
-    // holds on the cluster and standalone master 0, a bare majority.
-    await Promise.all([cluster.fleet.kill(replica), fleet.kill(1)]);
-    const lock = await holder.redlock.acquire('split', 30_000);
-    await fleet.start(1); // back empty, as a replaced machine would be
-
-    // Two more engines, which learn now who owns each slot of the cluster.
-    const guarded = await engine({ restartQuarantineMs: windowMs });
-    const unguarded = await engine();
-    // The guarded engine knows who owns each slot (what a failover is judged against) before it happens.
-    await expect.poll(async () => (await guarded.redlock.checkMasters()).masters[0]!.votes, { timeout: 10_000 }).toBe(true);
-    // The shard master dies before any replica has the key; the replica comes back (empty, no
-    // persistence) and takes over its slots.
-    await cluster.fleet.kill(master);
-    await cluster.fleet.start(replica, { keepData: true });
-    await cluster.untilPromoted(replica);
-    // Every server is older than the window: only the change of the slot's owner can still count.
-    await oldEnough();
-
-    // Each engine's cluster client has found the slot's new owner, which lacks the key.
-    for (const { cluster: client } of [guarded, unguarded]) {
-      await expect.poll(() => client.exists('redlock:{split}').catch((e: Error) => e.message), { timeout: 10_000 }).toBe(0);
-    }
+    // Held on the cluster and standalone master 0; the shard's new master lacks the key.
+    const { held: lock, guarded, unguarded } = await suite.loseShard('{split}', windowMs, (holder) => holder.redlock.acquire('split', 30_000), (client) => client.exists('redlock:{split}'));
 
     // Guarded: master 0 refuses, master 1 grants, and the cluster's new owner of the slot is quarantined.
     const notices: QuarantineNotice[] = [];
@@ -203,16 +141,3 @@ describe('shard failover under a held lock', () => {
     await lock.release();
   }, 90_000);
 });
-
-async function ages(): Promise<number[]> {
-  const direct = await connectMasters(fleet.urls());
-  try {
-    const infos = await Promise.all([...direct.map((client) => client.info('server'))]);
-    const client = clusterClient();
-    const masters = client.nodes('master');
-    const clusterInfos = await Promise.all(masters.map((node) => node.info('server')));
-    return [...infos, ...clusterInfos].map((info) => Number(/uptime_in_seconds:(\d+)/.exec(info)![1]) * 1000);
-  } finally {
-    disconnectAll(direct);
-  }
-}
