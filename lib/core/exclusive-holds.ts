@@ -1,16 +1,13 @@
 import { monotonicNow, validityLeftMs } from './clock.js';
 import { nextFence } from './fence.js';
 import type { GuardedAcquire } from './instrumentation-guard.js';
-import type { MasterOperation } from './instrumentation.js';
-import type { KeyNames } from './key-names.js';
 import { lineOf, type LocalHandOver } from './local-hand-over.js';
 import { WRITE } from './lock-kind.js';
-import { Lock, type LockEngine } from './lock.js';
+import { Lock } from './lock.js';
 import { ACQUIRE_SCRIPT, FENCE_SCRIPT, grantedIfOne, grantedIfPositive, interpretAcquire, interpretTake, QUEUE_ENTRY_STAY_MS } from './lua-scripts.js';
 import type { QueueEntries } from './queue-entries.js';
-import { inFlight, type RoundReply, type RoundResult } from './quorum-round.js';
+import { inFlight, type RoundResult } from './quorum-round.js';
 import type { RedisNode } from './redis-node.js';
-import type { ResolvedRedlockOptions } from './redlock-options.js';
 import { replicaWait } from './replica-acks.js';
 import { roundFailure, type RoundFailure } from './round-failure.js';
 import { throwMismatch } from './shared-holds.js';
@@ -18,23 +15,13 @@ import { mismatchWatch } from './shared-scripts.js';
 import { newToken } from './token.js';
 import type { VoterAdmission } from './voter-admission.js';
 import type { Waiter } from './waiter.js';
+import type { EngineRounds } from './engine-rounds.js';
 
-/** What ExclusiveHolds needs of the engine: its rounds, votes, queues and registry of held locks. */
-export interface ExclusiveRounds {
-  readonly engine: LockEngine;
-  readonly quorum: number;
-  readonly options: ResolvedRedlockOptions;
-  readonly names: KeyNames;
+/** What ExclusiveHolds needs of the engine besides its rounds: its queues and registry of held locks. */
+export interface ExclusiveRounds extends EngineRounds {
   readonly entries: QueueEntries;
   readonly admission: VoterAdmission;
   readonly handOver: LocalHandOver;
-  round(
-    ttlMs: number,
-    interpret: (reply: unknown) => RoundReply,
-    send: (node: RedisNode, index: number) => Promise<unknown>,
-    operation: MasterOperation,
-  ): Promise<RoundResult>;
-  vote(request: (node: RedisNode) => Promise<unknown>): (node: RedisNode) => Promise<unknown>;
   /** A new lock, held since `since` (monotonic ms): registered as the engine registers its locks. */
   held(lock: Lock, round: RoundResult | undefined, waiter: Waiter, queuing: boolean, since: number): void;
 }

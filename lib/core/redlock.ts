@@ -37,6 +37,7 @@ import {
 import { kindOf, type LockMode } from './lock-kind.js';
 import { SharedHolds } from './shared-holds.js';
 import { ExclusiveHolds } from './exclusive-holds.js';
+import type { EngineRounds } from './engine-rounds.js';
 
 export interface AcquireOptions extends WaitOptions {
   /** Cancels waiting; the acquire then rejects with AcquireAbortedError and holds nothing. */
@@ -106,25 +107,23 @@ export class Redlock extends EventEmitter implements LockEngine {
     // A Redis Cluster voter runs a script on one shard: a resource's keys must share a hash slot.
     this.#names = new KeyNames(this.options, this.nodes.some((node) => node instanceof ClusterVoter));
     this.#entries = new QueueEntries(this.nodes, this.#names);
-    this.#exclusive = new ExclusiveHolds({
+    const rounds: EngineRounds = {
       engine: this,
       quorum: Math.floor(this.nodes.length / 2) + 1,
       options: this.options,
       names: this.#names,
+      round: (ttlMs, interpret, send, operation) => this.round(ttlMs, interpret, send, operation),
+      vote: (request) => this.vote(request),
+    };
+    this.#exclusive = new ExclusiveHolds({
+      ...rounds,
       entries: this.#entries,
       admission: this.#admission,
       handOver: this.#handOver,
-      round: (ttlMs, interpret, send, operation) => this.round(ttlMs, interpret, send, operation),
-      vote: (request) => this.vote(request),
       held: (lock, round, waiter, queuing, since) => this.#held.add(lock, round, waiter, queuing, since),
     });
     this.#shared = new SharedHolds({
-      engine: this,
-      quorum: Math.floor(this.nodes.length / 2) + 1,
-      options: this.options,
-      names: this.#names,
-      round: (ttlMs, interpret, send, operation) => this.round(ttlMs, interpret, send, operation),
-      vote: (request) => this.vote(request),
+      ...rounds,
       held: (lock, round, waiter) => this.#held.add(lock, round, waiter, true),
       leave: (resources, waiter) => this.#entries.leave(resources, waiter),
     });

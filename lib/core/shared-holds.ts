@@ -2,16 +2,13 @@ import { monotonicNow, validityLeftMs } from './clock.js';
 import { LockHeldError, LockKindMismatchError } from './errors.js';
 import { nextFence } from './fence.js';
 import type { GuardedAcquire } from './instrumentation-guard.js';
-import type { MasterOperation } from './instrumentation.js';
-import type { KeyNames } from './key-names.js';
 import { describeKind, markerOf, type LockKind } from './lock-kind.js';
-import { Lock, type LockEngine } from './lock.js';
+import { Lock } from './lock.js';
 import { grantedIfOne, grantedIfPositive, QUEUE_ENTRY_STAY_MS } from './lua-scripts.js';
-import { inFlight, type RoundReply, type RoundResult } from './quorum-round.js';
+import { inFlight, type RoundResult } from './quorum-round.js';
 import type { RedisNode } from './redis-node.js';
 import { replicaWait } from './replica-acks.js';
 import { AckedReply } from './replica-acks.js';
-import type { ResolvedRedlockOptions } from './redlock-options.js';
 import { roundFailure, type RoundFailure } from './round-failure.js';
 import {
   readSharedReply,
@@ -23,20 +20,10 @@ import {
 } from './shared-scripts.js';
 import { newToken } from './token.js';
 import type { Waiter } from './waiter.js';
+import type { EngineRounds } from './engine-rounds.js';
 
-/** What SharedHolds needs of the engine: its rounds, votes and key names, nothing else. */
-export interface SharedRounds {
-  readonly engine: LockEngine;
-  readonly quorum: number;
-  readonly options: ResolvedRedlockOptions;
-  readonly names: KeyNames;
-  round(
-    ttlMs: number,
-    interpret: (reply: unknown) => RoundReply,
-    send: (node: RedisNode, index: number) => Promise<unknown>,
-    operation: MasterOperation,
-  ): Promise<RoundResult>;
-  vote(request: (node: RedisNode) => Promise<unknown>): (node: RedisNode) => Promise<unknown>;
+/** What SharedHolds needs of the engine besides its rounds. */
+export interface SharedRounds extends EngineRounds {
   /** A new hold: registered as the engine registers its locks. */
   held(lock: Lock, round: RoundResult, waiter: Waiter): void;
   /** A waiter that gives up leaves the masters' queues. */
