@@ -8,6 +8,8 @@ import type { ResolvedRedlockOptions } from './redlock-options.js';
 /** What each kind's rounds (ExclusiveHolds, SharedHolds) need of the engine: its rounds, votes and key names. */
 export interface EngineRounds {
   readonly engine: LockEngine;
+  /** The voters, in the order of every round's outcomes. */
+  readonly nodes: readonly RedisNode[];
   readonly quorum: number;
   readonly options: ResolvedRedlockOptions;
   readonly names: KeyNames;

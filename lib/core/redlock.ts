@@ -109,6 +109,7 @@ export class Redlock extends EventEmitter implements LockEngine {
     this.#entries = new QueueEntries(this.nodes, this.#names);
     const rounds: EngineRounds = {
       engine: this,
+      nodes: this.nodes,
       quorum: Math.floor(this.nodes.length / 2) + 1,
       options: this.options,
       names: this.#names,
@@ -126,6 +127,7 @@ export class Redlock extends EventEmitter implements LockEngine {
       ...rounds,
       held: (lock, round, waiter) => this.#held.add(lock, round, waiter, true),
       leave: (resources, waiter) => this.#entries.leave(resources, waiter),
+      withdraw: (resources, waiter, round) => this.#entries.withdrawWhereRefused(resources, waiter, round),
     });
     // Ask every master who it is now, so the first acquire does not pay that round trip; a
     // master that cannot answer yet is asked again at its first vote.

@@ -28,6 +28,8 @@ export interface SharedRounds extends EngineRounds {
   held(lock: Lock, round: RoundResult, waiter: Waiter): void;
   /** A waiter that gives up leaves the masters' queues. */
   leave(resources: readonly string[], waiter: Waiter): void;
+  /** After a win, the waiter's entries where masters refused it leave their queues (they would head them). */
+  withdraw(resources: readonly string[], waiter: Waiter, round: RoundResult): void;
 }
 
 /**
@@ -112,6 +114,8 @@ export class SharedHolds {
       const slots = kind.type === 'permit' ? agreed.slots!.split(' ').map(Number) : undefined;
       const lock = new Lock(this.rounds.engine, resources, keys, token, ttlMs, end + left, fence, kind, slots);
       this.rounds.held(lock, round, waiter);
+      this.rounds.withdraw(resources, waiter, round);
+      if (slots) this.#dropOtherSlots(resources, keys, token, kind, round, grants, agreed.slots);
       return { lock };
     }
     await this.release(resources, keys, token, kind, undefined, ttlMs, round, '');
@@ -123,6 +127,33 @@ export class SharedHolds {
       return { error: split(resources, round, grants, agreed.slots, attempt), retryable: true };
     }
     return roundFailure(resources, round, quorum, left, attempt);
+  }
+
+  /**
+   * After a win: a master that granted other slots than the majority's holds an entry that is
+   * no part of the permit and only takes a slot there, refusing the next waiters until this
+   * holder leaves. Dropped at once (on a straggler, once it has answered), as an extension would.
+   */
+  #dropOtherSlots(
+    resources: readonly string[],
+    keys: readonly string[],
+    token: string,
+    kind: LockKind,
+    round: RoundResult,
+    grants: readonly ({ slots: string } | undefined)[],
+    agreed: string | undefined,
+  ): void {
+    const { keys: scriptKeys, args } = this.#releaseRequest(resources, keys, token, kind, undefined, '');
+    round.outcomes.forEach((outcome, index) => {
+      const drop = () => {
+        const grant = grants[index];
+        if (outcome.status !== 'granted' || !grant || grant.slots === agreed) return;
+        this.rounds.nodes[index]!.run(SHARED_RELEASE_SCRIPT, scriptKeys, args).catch(() => {});
+      };
+      const pending = inFlight(round, index);
+      if (pending) void pending.then(drop);
+      else drop();
+    });
   }
 
   /** The extension round's request for a reader or a permit. */
@@ -145,15 +176,29 @@ export class SharedHolds {
     scriptRound: RoundResult | undefined,
     waiterId: string,
   ): Promise<RoundResult> {
-    const { names } = this.rounds;
-    const scriptKeys = [...keys, ...resources.map((r) => names.queue(r)), ...resources.map((r) => names.holders(r))];
-    const args = [QUEUE_ENTRY_STAY_MS, token, waiterId, markerOf(kind), kind.type === 'permit' ? kind.limit : 0, ...slotArgs(kind, slots, keys.length)];
+    const { keys: scriptKeys, args } = this.#releaseRequest(resources, keys, token, kind, slots, waiterId);
     const release = (node: RedisNode) => node.run(SHARED_RELEASE_SCRIPT, scriptKeys, args);
     const send = (node: RedisNode, index: number) => {
       const pending = inFlight(scriptRound, index);
       return pending ? pending.then(() => release(node)) : release(node);
     };
     return this.rounds.round(ttlMs, grantedIfPositive, send, 'release');
+  }
+
+  /** SHARED_RELEASE_SCRIPT's keys and arguments; no slots: our entry goes whatever its slot. */
+  #releaseRequest(
+    resources: readonly string[],
+    keys: readonly string[],
+    token: string,
+    kind: LockKind,
+    slots: readonly number[] | undefined,
+    waiterId: string,
+  ): { keys: string[]; args: (string | number)[] } {
+    const { names } = this.rounds;
+    return {
+      keys: [...keys, ...resources.map((r) => names.queue(r)), ...resources.map((r) => names.holders(r))],
+      args: [QUEUE_ENTRY_STAY_MS, token, waiterId, markerOf(kind), kind.type === 'permit' ? kind.limit : 0, ...slotArgs(kind, slots, keys.length)],
+    };
   }
 }
 

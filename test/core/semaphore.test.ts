@@ -5,6 +5,7 @@ import { InvalidArgumentError, LockKindMismatchError, LockLostError, Redlock, ty
 import { connectMasters, disconnectAll, FRESH_FLEET, lockClient } from '../support/masters.js';
 import { freePort } from '../support/free-port.js';
 import { RedisFleet } from '../support/redis-fleet.js';
+import { TcpProxy } from '../support/tcp-proxy.js';
 
 let fleet: RedisFleet;
 const opened: Redis[] = [];
@@ -105,6 +106,53 @@ describe('limit (a semaphore)', () => {
     expect(pb).not.toBeNull();
     expect(pc).toBeNull();
     expect(pa!.slots).not.toEqual(pb!.slots);
+  });
+
+  /** On master `index` only, `slots` of resource `name` (limit 2) taken by a holder of another process, for a minute. */
+  async function foreignHolder(clients: Redis[], index: number, name: string, slots: number[]): Promise<void> {
+    const client = clients[index]!;
+    const [seconds, micros] = (await client.time()) as [string, string];
+    const deadline = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000) + 60_000;
+    for (const slot of slots) await client.hset(`redlock-holders:${name}`, `foreign-${slot}`, `${deadline} ${slot}`);
+    await client.pexpire(`redlock-holders:${name}`, 60_000);
+    await client.set(`redlock:${name}`, '*s2', 'PX', 60_000);
+  }
+
+  it('drops at once the entry of a master that granted another slot than the majority', async () => {
+    const { clients } = await engine();
+    // Master 2 has slot 0 taken: it grants slot 1 where masters 0 and 1 grant slot 0. Slowed
+    // down, it answers after the round was decided by the other two.
+    await foreignHolder(clients, 2, 'odd', [0]);
+    const slow = await TcpProxy.start({ host: '127.0.0.1', port: fleet.nodes[2]!.port });
+    try {
+      slow.setLatency(100);
+      const urls = fleet.urls().map((url, index) => (index === 2 ? slow.url : url));
+      const proxied = await connectMasters(urls);
+      opened.push(...proxied);
+      const redlock = new Redlock(proxied, { ...FRESH_FLEET, nodeTimeoutMs: 2_000, logger: { warn: () => {} } });
+      await redlock.verifyMasters();
+      const permit = await redlock.tryAcquire('odd', 60_000, { limit: 2 });
+      expect(permit?.slots).toEqual([0]);
+      // Queued behind the acquire on master 2's connection: once it answers, the late grant of slot 1 has landed.
+      await proxied[2]!.ping();
+      // That entry is no part of the permit, and kept slot 1 of master 2 from the next waiter until an extension or the release.
+      await expect.poll(() => clients[2]!.hexists('redlock-holders:odd', permit!.token)).toBe(0);
+      expect(await clients[0]!.hexists('redlock-holders:odd', permit!.token)).toBe(1);
+      await permit!.release();
+    } finally {
+      await slow.close();
+    }
+  });
+
+  it('after a win, leaves the queue of a master that refused it', async () => {
+    const { redlock, clients } = await engine();
+    // Master 2 is full: it refuses, and queues the caller; masters 0 and 1 grant.
+    await foreignHolder(clients, 2, 'queued', [0, 1]);
+    const permit = await redlock.acquire('queued', 60_000, { limit: 2 });
+    await clients[2]!.ping(); // behind the acquire on the engine's connection: master 2's refusal has landed
+    // The entry would head master 2's queue for the minute the foreign holders last, ahead of every later waiter.
+    await expect.poll(() => clients[2]!.hlen('redlock-queue:queued')).toBe(0);
+    await permit.release();
   });
 
   it('wakes a waiter when a permit is released, and lets no newcomer overtake it', async () => {
