@@ -2,7 +2,10 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
 import { Redlock, type Lock } from '../lib/core/index.js';
 import { InstrumentationGuard } from '../lib/core/instrumentation-guard.js';
+import { metrics } from '@opentelemetry/api';
+import type { RedlockInstrumentation } from '../lib/core/instrumentation.js';
 import { RedlockTelemetry, type RedlockTelemetryOptions } from '../lib/opentelemetry/index.js';
+import { HOLD_BUCKETS_S, LATENCY_BUCKETS_S } from '../lib/opentelemetry/telemetry.constants.js';
 import { WAIT_MS } from './adapters/lock-adapter.js';
 import { connect, disconnect } from './support/clients.js';
 import { reportAndExit } from './support/ipc.js';
@@ -28,12 +31,35 @@ export interface PairsJob {
   ttlMs: number;
 }
 
-export const WAYS = {
-  off: undefined,
-  telemetry: {},
-  spans: { requireParentSpan: false },
-} satisfies Record<string, RedlockTelemetryOptions | undefined>;
-export type Way = keyof typeof WAYS;
+/**
+ * `floor`: not our telemetry, but the least any OpenTelemetry reporting of these metrics costs
+ * the SDK: per cycle a start time, an observer, and the two histogram records (the acquire's
+ * duration and the lock's held time, each with its outcome attribute), nothing else.
+ */
+export const WAYS = ['off', 'telemetry', 'spans', 'floor'] as const;
+export type Way = (typeof WAYS)[number];
+
+function instrumentation(way: Way): RedlockInstrumentation | undefined {
+  if (way === 'off') return undefined;
+  if (way === 'floor') return sdkFloor();
+  const options: RedlockTelemetryOptions = way === 'spans' ? { requireParentSpan: false } : {};
+  return new RedlockTelemetry(options);
+}
+
+function sdkFloor(): RedlockInstrumentation {
+  const meter = metrics.getMeter('bench-sdk-floor');
+  const acquire = meter.createHistogram('bench.acquire.duration', { unit: 's', advice: { explicitBucketBoundaries: LATENCY_BUCKETS_S } });
+  const held = meter.createHistogram('bench.lock.duration', { unit: 's', advice: { explicitBucketBoundaries: HOLD_BUCKETS_S } });
+  const acquired = Object.freeze({ 'redlock.outcome': 'acquired' });
+  const released = Object.freeze({ 'redlock.outcome': 'released' });
+  return {
+    acquireStarted: () => {
+      const start = performance.now();
+      return { ended: () => acquire.record((performance.now() - start) / 1000, acquired) };
+    },
+    lockReleased: (_lock, heldMs) => held.record(heldMs / 1000, released),
+  };
+}
 
 /**
  * Per way: scenario 1's p50s over all measured cycles, scenario 2's cycles/s per turn and failed
@@ -64,14 +90,13 @@ function cpuNow(): number {
 
 const job = JSON.parse(process.argv[2]!) as PairsJob;
 installOtelSdk();
-const ways = Object.keys(WAYS) as Way[];
+const ways = [...WAYS];
 const opened: Redis[] = [];
 
 async function engine(way: Way, autoPipelining: boolean): Promise<Redlock> {
   const clients = await connect(job.urls, autoPipelining);
   opened.push(...clients);
-  const options = WAYS[way];
-  const redlock = new Redlock(clients, { waitTimeoutMs: WAIT_MS, instrumentation: options && new RedlockTelemetry(options) });
+  const redlock = new Redlock(clients, { waitTimeoutMs: WAIT_MS, instrumentation: instrumentation(way) });
   await redlock.verifyMasters();
   return redlock;
 }
@@ -172,9 +197,9 @@ for (const mode of ['pipelined', 'plain'] as const) {
 const HOOK_CYCLES = 200_000;
 const fakeLock = { resources: ['bench:hooks'] } as unknown as Lock;
 for (const way of ways) {
-  const options = WAYS[way];
-  if (!options) continue;
-  const guard = new InstrumentationGuard(new RedlockTelemetry(options), console);
+  const hooks = instrumentation(way);
+  if (!hooks) continue;
+  const guard = new InstrumentationGuard(hooks, console);
   const cycle = () => {
     const observer = guard.acquireStarted(fakeLock.resources, job.ttlMs);
     observer?.round(3);

@@ -111,7 +111,7 @@ describe('limit (a semaphore)', () => {
   /** On master `index` only, `slots` of resource `name` (limit 2) taken by a holder of another process, for a minute. */
   async function foreignHolder(clients: Redis[], index: number, name: string, slots: number[]): Promise<void> {
     const client = clients[index]!;
-    const [seconds, micros] = (await client.time()) as [string, string];
+    const [seconds, micros] = (await client.time()) as unknown as [string, string];
     const deadline = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000) + 60_000;
     for (const slot of slots) await client.hset(`redlock-holders:${name}`, `foreign-${slot}`, `${deadline} ${slot}`);
     await client.pexpire(`redlock-holders:${name}`, 60_000);
