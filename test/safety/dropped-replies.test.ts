@@ -3,7 +3,7 @@ import { expect, it } from 'vitest';
 import type { LoseReplyRequest } from './support/protocol.js';
 import { failures, runFor, timeoutFor } from './support/safety-run.js';
 import { scenarioFixture } from './support/scenario-fixture.js';
-import { loopWorker, range } from './support/scenario-kit.js';
+import { expectSharing, KINDS, loopWorker, range } from './support/scenario-kit.js';
 
 // A reply lost after the server applied the command: an acquire, an extend, a release. One
 // worker process reaches the masters through proxies of its own; before one operation per cycle
@@ -18,62 +18,65 @@ const SHORT_MS = 5_000;
 
 const fixture = scenarioFixture({ proxied: true });
 
-it('stays safe, and leaves nothing behind past the ttl, when replies are lost after the server applied them', async () => {
-  const proxies = fixture.proxies();
-  const direct = fixture.direct();
-  const masters = fixture.masters();
-  const scenario = fixture.start({
-    id: 'dropped-replies',
-    title: 'Replies lost after the server applied an acquire, an extend, a release',
-    expected: 'safe',
-    method:
-      'A worker behind TCP proxies loses, in turn, the reply to its acquire, extend or release on a random master ' +
-      `(connection reset at once, command re-sent on reconnect); 2 processes x 2 workers contend directly (ttl ${TTL / 1000} s, bare counter fences).`,
-  });
-  const lost = { acquire: 0, extend: 0, release: 0 };
-  const lostBefore = new Map<number, number>();
-  scenario.onLoseReply = (_worker, request: LoseReplyRequest, kind) => {
-    const proxy = proxies[request.master]!;
-    if (kind === 'lose-reply') {
-      lostBefore.set(request.master, proxy.lostReplies);
-      proxy.loseNextReply(true);
-      return;
-    }
-    proxy.loseNextReply(false);
-    if (proxy.lostReplies > lostBefore.get(request.master)!) {
-      lost[request.op]++;
-      scenario.fault(`lost the reply to a ${request.op} on master ${request.master}`);
-    }
-  };
-  // No master loses data here: fences are the bare counters (no time floor), so the fence checks test them.
-  const engine = { restartQuarantineMs: false as const, fenceTimeFloor: false };
-  const shared = { resources: ['lossy'], ttlMs: [TTL], engine, extend: true };
-  await Promise.all([
-    scenario.spawn(loopWorker('lossy', proxies.map((p) => p.url), { ...shared, workers: 1, lossyReplies: true, pauseMs: 30 })),
-    ...range(2).map((p) => scenario.spawn(loopWorker(`w${p}`, masters.urls(), { ...shared, pauseMs: 30 }))),
-  ]);
+for (const kind of KINDS) {
+  it(`${kind.title}stays safe, and leaves nothing behind past the ttl, when replies are lost after the server applied them`, async () => {
+    const proxies = fixture.proxies();
+    const direct = fixture.direct();
+    const masters = fixture.masters();
+    const scenario = fixture.start({
+      id: `dropped-replies${kind.id}`,
+      title: `${kind.title}Replies lost after the server applied an acquire, an extend, a release`,
+      expected: 'safe',
+      method:
+        'A worker behind TCP proxies loses, in turn, the reply to its acquire, extend or release on a random master ' +
+        `(connection reset at once, command re-sent on reconnect); 2 processes x 2 workers contend directly (ttl ${TTL / 1000} s, bare counter fences).`,
+    });
+    const lost = { acquire: 0, extend: 0, release: 0 };
+    const lostBefore = new Map<number, number>();
+    scenario.onLoseReply = (_worker, request: LoseReplyRequest, kind) => {
+      const proxy = proxies[request.master]!;
+      if (kind === 'lose-reply') {
+        lostBefore.set(request.master, proxy.lostReplies);
+        proxy.loseNextReply(true);
+        return;
+      }
+      proxy.loseNextReply(false);
+      if (proxy.lostReplies > lostBefore.get(request.master)!) {
+        lost[request.op]++;
+        scenario.fault(`lost the reply to a ${request.op} on master ${request.master}`);
+      }
+    };
+    // No master loses data here: fences are the bare counters (no time floor), so the fence checks test them.
+    const engine = { restartQuarantineMs: false as const, fenceTimeFloor: false };
+    const shared = { resources: ['lossy'], ttlMs: [TTL], engine, extend: true, shared: kind.shared };
+    await Promise.all([
+      scenario.spawn(loopWorker('lossy', proxies.map((p) => p.url), { ...shared, workers: 1, lossyReplies: true, pauseMs: 30 })),
+      ...range(2).map((p) => scenario.spawn(loopWorker(`w${p}`, masters.urls(), { ...shared, pauseMs: 30 }))),
+    ]);
 
-  await sleep(runFor(SHORT_MS)); // the workers inject the faults themselves, one per cycle
-  await scenario.stopWorkers();
+    await sleep(runFor(SHORT_MS)); // the workers inject the faults themselves, one per cycle
+    await scenario.stopWorkers();
 
-  scenario.expect(
-    `replies were lost for each kind of operation (acquire ${lost.acquire}, extend ${lost.extend}, release ${lost.release})`,
-    lost.acquire > 0 && lost.extend > 0 && lost.release > 0,
-  );
-  scenario.expect(`the lossy worker kept taking the lock (${scenario.holdsSince(scenario.startedAt, 'lossy')} times)`, scenario.holdsSince(scenario.startedAt, 'lossy') >= 3);
+    scenario.expect(
+      `replies were lost for each kind of operation (acquire ${lost.acquire}, extend ${lost.extend}, release ${lost.release})`,
+      lost.acquire > 0 && lost.extend > 0 && lost.release > 0,
+    );
+    scenario.expect(`the lossy worker kept taking the lock (${scenario.holdsSince(scenario.startedAt, 'lossy')} times)`, scenario.holdsSince(scenario.startedAt, 'lossy') >= 3);
 
-  // Every lock key left behind (a re-sent acquire or extend after the release) expires within its ttl.
-  const left = await Promise.all(direct.map(async (client) => Promise.all((await client.keys('redlock:*')).map(async (key) => client.pttl(key)))));
-  const ttls = left.flat();
-  scenario.expect(
-    `lock keys still present at the end expire within the ttl (${ttls.length} present)`,
-    ttls.every((pttl) => pttl > 0 && pttl <= TTL),
-    `pttl: ${ttls.join(', ')}`,
-  );
-  await sleep(Math.max(0, ...ttls) + 50);
-  const stillThere = (await Promise.all(direct.map((client) => client.keys('redlock:*')))).flat();
-  scenario.expect('no lock key outlives its ttl', stillThere.length === 0, stillThere.join(', '));
+    // Every lock key left behind (a re-sent acquire or extend after the release) expires within its ttl.
+    const left = await Promise.all(direct.map(async (client) => Promise.all((await client.keys('redlock:*')).map(async (key) => client.pttl(key)))));
+    const ttls = left.flat();
+    scenario.expect(
+      `lock keys still present at the end expire within the ttl (${ttls.length} present)`,
+      ttls.every((pttl) => pttl > 0 && pttl <= TTL),
+      `pttl: ${ttls.join(', ')}`,
+    );
+    await sleep(Math.max(0, ...ttls) + 50);
+    const stillThere = (await Promise.all(direct.map((client) => client.keys('redlock:*')))).flat();
+    scenario.expect('no lock key outlives its ttl', stillThere.length === 0, stillThere.join(', '));
 
-  const result = await scenario.finish();
-  expect(failures(result)).toBe('');
-}, timeoutFor(SHORT_MS));
+    expectSharing(scenario, kind);
+    const result = await scenario.finish();
+    expect(failures(result)).toBe('');
+  }, timeoutFor(SHORT_MS));
+}

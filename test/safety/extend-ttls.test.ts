@@ -3,7 +3,7 @@ import { expect, it } from 'vitest';
 import type { HistoryEvent } from './support/history.js';
 import { failures, runFor, timeoutFor } from './support/safety-run.js';
 import { scenarioFixture } from './support/scenario-fixture.js';
-import { loopWorker, range, shuffled, tally } from './support/scenario-kit.js';
+import { expectSharing, KINDS, loopWorker, range, shuffled, tally } from './support/scenario-kit.js';
 
 // Extends with random ttls, most of them shorter than what is left of the lock, while masters
 // are slow, paused or killed. An extend is a compare-and-PEXPIRE on every master: whatever the
@@ -34,78 +34,82 @@ const EPISODES: readonly Episode[] = ['slow', 'slow+paused', 'slow+killed'];
 
 const fixture = scenarioFixture({ proxied: true });
 
-it('keeps no lock alive past what a failed or shortening extend left of it', async () => {
-  const masters = fixture.masters();
-  const proxies = fixture.proxies();
-  const scenario = fixture.start({
-    id: 'extend-ttls',
-    title: 'Extends with random ttls, shorter and longer than what is left, on slow and failing masters',
-    expected: 'safe',
-    method:
-      `3 processes x 2 workers take one resource one round at a time (tryAcquire, ttl ${TTLS.join('/')} ms) through TCP proxies ` +
-      `and extend it 1-3 times per hold with a ttl from ${EXTEND_TTLS.join('/')} ms; one process has the default node timeout, two ` +
-      `${NODE_TIMEOUT_MS} ms. Episodes of ${EPISODE_MS / 1000} s, ${CALM_MS / 1000} s apart: ${LATENCY_MS} ms latency (each way) on 2 of 5 masters, ` +
-      'in turn alone, with a 3rd paused (SIGSTOP), and with a 3rd killed and restarted empty (quarantine on, default fences).',
-  });
-  const urls = proxies.map((proxy) => proxy.url);
-  await Promise.all(
-    range(3).map((p) =>
-      scenario.spawn(
-        loopWorker(`w${p}`, urls, {
-          resources: ['shrunk'],
-          ttlMs: TTLS,
-          single: true,
-          extendTtls: EXTEND_TTLS,
-          holdMs: 30,
-          engine: p === 0 ? {} : { nodeTimeoutMs: NODE_TIMEOUT_MS },
-        }),
+for (const kind of KINDS) {
+  it(`${kind.title}keeps no lock alive past what a failed or shortening extend left of it`, async () => {
+    const masters = fixture.masters();
+    const proxies = fixture.proxies();
+    const scenario = fixture.start({
+      id: `extend-ttls${kind.id}`,
+      title: `${kind.title}Extends with random ttls, shorter and longer than what is left, on slow and failing masters`,
+      expected: 'safe',
+      method:
+        `3 processes x 2 workers take one resource one round at a time (tryAcquire, ttl ${TTLS.join('/')} ms) through TCP proxies ` +
+        `and extend it 1-3 times per hold with a ttl from ${EXTEND_TTLS.join('/')} ms; one process has the default node timeout, two ` +
+        `${NODE_TIMEOUT_MS} ms. Episodes of ${EPISODE_MS / 1000} s, ${CALM_MS / 1000} s apart: ${LATENCY_MS} ms latency (each way) on 2 of 5 masters, ` +
+        'in turn alone, with a 3rd paused (SIGSTOP), and with a 3rd killed and restarted empty (quarantine on, default fences).',
+    });
+    const urls = proxies.map((proxy) => proxy.url);
+    await Promise.all(
+      range(3).map((p) =>
+        scenario.spawn(
+          loopWorker(`w${p}`, urls, {
+            shared: kind.shared,
+            resources: ['shrunk'],
+            ttlMs: TTLS,
+            single: true,
+            extendTtls: EXTEND_TTLS,
+            holdMs: 30,
+            engine: p === 0 ? {} : { nodeTimeoutMs: NODE_TIMEOUT_MS },
+          }),
+        ),
       ),
-    ),
-  );
-  // The fresh masters are in restart quarantine for the longest ttl: faults start once they vote.
-  scenario.expect('the workers hold the lock before the faults', await scenario.until(() => scenario.holdsSince(scenario.startedAt) > 0, 10_000));
+    );
+    // The fresh masters are in restart quarantine for the longest ttl: faults start once they vote.
+    scenario.expect('the workers hold the lock before the faults', await scenario.until(() => scenario.holdsSince(scenario.startedAt) > 0, 10_000));
 
-  const endAt = performance.now() + runFor(SHORT_MS);
-  let turn = 0;
-  do {
-    await sleep(CALM_MS); // healthy masters: the extends' own short ttls are the only fault
-    const kind = EPISODES[turn++ % EPISODES.length]!;
-    const [slowA, slowB, third] = shuffled(range(5));
-    for (const i of [slowA!, slowB!]) {
-      proxies[i]!.setLatency(LATENCY_MS);
-      scenario.fault(`${LATENCY_MS} ms latency on master ${i}`);
-    }
-    if (kind === 'slow+paused') {
-      masters.pause(third!);
-      scenario.fault(`pause master ${third}`);
-    } else if (kind === 'slow+killed') {
-      await masters.kill(third!);
-      scenario.fault(`kill master ${third}`);
-    }
-    await sleep(EPISODE_MS); // the fault itself: how long the masters stay slow or down
-    if (kind === 'slow+paused') masters.resume(third!);
-    if (kind === 'slow+killed') {
-      await masters.start(third!);
-      scenario.fault(`restart master ${third} empty`);
-    }
-    for (const i of [slowA!, slowB!]) proxies[i]!.setLatency(0);
-  } while (performance.now() < endAt);
+    const endAt = performance.now() + runFor(SHORT_MS);
+    let turn = 0;
+    do {
+      await sleep(CALM_MS); // healthy masters: the extends' own short ttls are the only fault
+      const kind = EPISODES[turn++ % EPISODES.length]!;
+      const [slowA, slowB, third] = shuffled(range(5));
+      for (const i of [slowA!, slowB!]) {
+        proxies[i]!.setLatency(LATENCY_MS);
+        scenario.fault(`${LATENCY_MS} ms latency on master ${i}`);
+      }
+      if (kind === 'slow+paused') {
+        masters.pause(third!);
+        scenario.fault(`pause master ${third}`);
+      } else if (kind === 'slow+killed') {
+        await masters.kill(third!);
+        scenario.fault(`kill master ${third}`);
+      }
+      await sleep(EPISODE_MS); // the fault itself: how long the masters stay slow or down
+      if (kind === 'slow+paused') masters.resume(third!);
+      if (kind === 'slow+killed') {
+        await masters.start(third!);
+        scenario.fault(`restart master ${third} empty`);
+      }
+      for (const i of [slowA!, slowB!]) proxies[i]!.setLatency(0);
+    } while (performance.now() < endAt);
 
-  await scenario.stopWorkers(); // every operation has ended: the history is complete
-  const events = scenario.history.events();
-  const extensions = shortening(events);
-  const failed = extensions.filter((e) => e.end.phase === 'fail');
-  scenario.expect(
-    `extends shorter than what was left both succeeded and failed (${extensions.length - failed.length} ok, ${failed.length} failed)`,
-    failed.length > 0 && failed.length < extensions.length,
-    `failed: ${tally(failed.map((e) => reason(e.end)))}`,
-  );
-  const onFaults = failed.filter((e) => reason(e.end) === 'masters slow or down');
-  scenario.expect(`some of them failed because masters were slow or down (${onFaults.length})`, onFaults.length > 0);
+    await scenario.stopWorkers(); // every operation has ended: the history is complete
+    const events = scenario.history.events();
+    const extensions = shortening(events);
+    const failed = extensions.filter((e) => e.end.phase === 'fail');
+    scenario.expect(
+      `extends shorter than what was left both succeeded and failed (${extensions.length - failed.length} ok, ${failed.length} failed)`,
+      failed.length > 0 && failed.length < extensions.length,
+      `failed: ${tally(failed.map((e) => reason(e.end)))}`,
+    );
+    const onFaults = failed.filter((e) => reason(e.end) === 'masters slow or down');
+    scenario.expect(`some of them failed because masters were slow or down (${onFaults.length})`, onFaults.length > 0);
 
-  const result = await scenario.finish({ validitySlackMs: VALIDITY_SLACK_MS });
-  expect(failures(result)).toBe('');
-}, timeoutFor(SHORT_MS));
+    expectSharing(scenario, kind);
+    const result = await scenario.finish({ validitySlackMs: VALIDITY_SLACK_MS });
+    expect(failures(result)).toBe('');
+  }, timeoutFor(SHORT_MS));
+}
 
 interface Extension {
   readonly ttl: number;

@@ -3,7 +3,9 @@
 // N minutes, one scenario at a time, and writes docs/SAFETY.md from what they report.
 //
 //   --minutes N     minutes per scenario (default 2)
-//   --only NAME     run only test/safety/NAME* (the report then goes to stdout, not docs/SAFETY.md)
+//   --only NAME     run only test/safety/NAME* (the report then goes to stdout, not docs/SAFETY.md);
+//                   several names may be given, comma-separated
+//   --kinds shared  run only the semaphore and read-write cases of the scenarios that run every kind
 //   --out FILE      where to write the report (default docs/SAFETY.md)
 //
 // Plain JavaScript on purpose: it only starts vitest (which compiles the TypeScript) with
@@ -29,11 +31,26 @@ const ORDER = [
   'thundering-herd',
   'extend-ttls',
   'duplicate-names',
+  'paused-master-semaphore',
+  'paused-master-read-write',
+  'latency-semaphore',
+  'latency-read-write',
+  'dropped-replies-semaphore',
+  'dropped-replies-read-write',
+  'script-flush-restart-semaphore',
+  'script-flush-restart-read-write',
+  'thundering-herd-semaphore',
+  'thundering-herd-read-write',
+  'extend-ttls-semaphore',
+  'extend-ttls-read-write',
   'sentinel-failover',
   'sentinel-control',
   'cluster-failover',
   'cluster-control',
 ];
+
+/** Ids of the semaphore and read-write cases of the scenarios that run every kind. */
+const SHARED_ID = /-(semaphore|read-write)$/;
 
 const KIND_TEXT = {
   overlap: 'overlap',
@@ -46,23 +63,25 @@ const KIND_TEXT = {
 };
 
 function parseArgs(argv) {
-  const args = { minutes: 2, only: undefined, out: undefined };
+  const args = { minutes: 2, only: undefined, out: undefined, kinds: undefined };
   for (let i = 0; i < argv.length; i++) {
     const [name, inline] = argv[i].split('=', 2);
     const value = () => inline ?? argv[++i];
     if (name === '--minutes') args.minutes = Number(value());
     else if (name === '--only') args.only = value();
+    else if (name === '--kinds') args.kinds = value();
     else if (name === '--out') args.out = value();
     else if (name === '--help' || name === '-h') usage(0);
     else usage(1, `unknown argument ${argv[i]}`);
   }
   if (!(args.minutes > 0)) usage(1, '--minutes must be a positive number');
+  if (args.kinds !== undefined && args.kinds !== 'shared') usage(1, '--kinds takes only: shared');
   return args;
 }
 
 function usage(code, problem) {
   if (problem) console.error(problem);
-  console.error('usage: npm run test:safety -- [--minutes N] [--only NAME] [--out FILE]');
+  console.error('usage: npm run test:safety -- [--minutes N] [--only NAME[,NAME...]] [--kinds shared] [--out FILE]');
   process.exit(code);
 }
 
@@ -108,9 +127,10 @@ function violationsText(result) {
   return kinds.length ? `${result.violations} (${kinds.join(', ')})` : String(result.violations);
 }
 
-function report({ results, minutes, started, finished, info, command, exitCode, only }) {
+function report({ results, minutes, started, finished, info, command, exitCode, only, kinds }) {
   // With --only, the scenarios of other files were not asked for: only those of that file can be missing.
-  const expected = only ? ORDER.filter((id) => id.startsWith(only)) : ORDER;
+  const prefixes = only ? only.split(',') : [''];
+  const expected = ORDER.filter((id) => prefixes.some((prefix) => id.startsWith(prefix)) && (!kinds || SHARED_ID.test(id)));
   const missing = expected.filter((id) => !results.some((r) => r.id === id));
   const allGood = results.every((r) => r.asExpected) && missing.length === 0 && exitCode === 0;
   const lines = [];
@@ -232,12 +252,14 @@ const args = parseArgs(process.argv.slice(2));
 const resultsDir = mkdtempSync(join(tmpdir(), 'redlock-safety-results-'));
 const vitest = join(ROOT, 'node_modules', '.bin', 'vitest');
 if (!existsSync(vitest)) usage(1, 'vitest is not installed: run npm ci first');
-const filter = args.only ? `test/safety/${args.only}` : 'test/safety';
-const command = `npm run test:safety -- --minutes ${args.minutes}${args.only ? ` --only ${args.only}` : ''}`;
+const filters = args.only ? args.only.split(',').map((name) => `test/safety/${name}`) : ['test/safety'];
+// The shared kinds' cases are named after the kind (KINDS in test/safety/support/scenario-kit.ts).
+const kindFilter = args.kinds ? ['-t', '^(Semaphore \\(limit 2\\)|Read-write lock \\(70% readers\\)): '] : [];
+const command = `npm run test:safety -- --minutes ${args.minutes}${args.only ? ` --only ${args.only}` : ''}${args.kinds ? ` --kinds ${args.kinds}` : ''}`;
 
 console.log(`Safety suite, ${args.minutes} min per scenario, one scenario at a time (results in ${resultsDir})`);
 const started = new Date();
-const run = spawnSync(vitest, ['run', filter, '--no-file-parallelism'], {
+const run = spawnSync(vitest, ['run', ...filters, ...kindFilter, '--no-file-parallelism'], {
   cwd: ROOT,
   stdio: 'inherit',
   env: { ...process.env, SAFETY_MINUTES: String(args.minutes), SAFETY_RESULTS_DIR: resultsDir },
@@ -246,7 +268,7 @@ const finished = new Date();
 const exitCode = run.status ?? 1;
 
 const results = readResults(resultsDir);
-const markdown = report({ results, minutes: args.minutes, started, finished, info: machine(), command, exitCode, only: args.only });
+const markdown = report({ results, minutes: args.minutes, started, finished, info: machine(), command, exitCode, only: args.only, kinds: args.kinds });
 const out = args.out ?? (args.only ? undefined : join(ROOT, 'docs', 'SAFETY.md'));
 if (out) {
   writeFileSync(out, markdown);

@@ -1,10 +1,10 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { expect, it } from 'vitest';
-import { checkHistory, type Hold } from './support/checker.js';
+import { checkHistory } from './support/checker.js';
 import { now } from './support/history.js';
 import { failures, runFor, timeoutFor } from './support/safety-run.js';
 import { scenarioFixture } from './support/scenario-fixture.js';
-import { loopWorker, range, shuffled } from './support/scenario-kit.js';
+import { loopWorker, mostAtOnce, range, shuffled } from './support/scenario-kit.js';
 
 // The kill-masters faults for a semaphore and a read-write lock: workers in 3 processes loop on
 // one resource as permits of limit 2, or as readers (70%) and writers; each episode kills 2 of
@@ -72,16 +72,4 @@ for (const shape of SHAPES) {
     const result = await scenario.finish({ validitySlackMs: 250 });
     expect(failures(result)).toBe('');
   }, timeoutFor(SHORT_MS) * 2);
-}
-
-function mostAtOnce(holds: readonly Hold[]): number {
-  const edges = holds.flatMap((h) => [
-    { t: h.okAt, change: 1 },
-    { t: h.end, change: -1 },
-  ]);
-  edges.sort((a, b) => (a.t < b.t ? -1 : a.t > b.t ? 1 : a.change - b.change));
-  let current = 0;
-  let most = 0;
-  for (const edge of edges) most = Math.max(most, (current += edge.change));
-  return most;
 }

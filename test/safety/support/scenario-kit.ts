@@ -1,5 +1,7 @@
+import { checkHistory, type Hold } from './checker.js';
 import type { HistoryEvent } from './history.js';
 import type { WorkerConfig } from './protocol.js';
+import type { SafetyRun } from './safety-run.js';
 
 /** Small pieces the scenarios share. */
 
@@ -51,4 +53,42 @@ export function tally(values: readonly string[]): string {
   const counts = new Map<string, number>();
   for (const value of values) counts.set(value, (counts.get(value) ?? 0) + 1);
   return [...counts].map(([value, n]) => `${value} x${n}`).join(', ') || 'none';
+}
+
+/**
+ * The lock kinds a fault scenario runs for: the lock itself, a semaphore's permits (limit 2) and
+ * a read-write lock (70% readers). Ids and titles of the shared kinds carry their name.
+ */
+export const KINDS = [
+  { name: 'lock', id: '', title: '', shared: undefined },
+  { name: 'semaphore', id: '-semaphore', title: 'Semaphore (limit 2): ', shared: { limit: 2 } },
+  { name: 'read-write', id: '-read-write', title: 'Read-write lock (70% readers): ', shared: { readShare: 0.7 } },
+] as const satisfies readonly { name: string; id: string; title: string; shared: WorkerConfig['shared'] }[];
+export type Kind = (typeof KINDS)[number];
+
+/** The holds that may share the resource under `kind` (permits, readers), and how many of them held it at once at most. */
+export function sharedAtOnce(kind: Kind, holds: readonly Hold[]): { what: string; most: number } {
+  const shared = holds.filter((h) => (kind.name === 'semaphore' ? h.limit > 1 : h.mode === 'read'));
+  return { what: kind.name === 'semaphore' ? 'permits' : 'readers', most: mostAtOnce(shared) };
+}
+
+/** For a shared kind, expects that its permits or readers really held together: the run tested sharing, not only exclusion. */
+export function expectSharing(scenario: SafetyRun, kind: Kind, resources?: readonly string[]): void {
+  if (!kind.shared) return;
+  const holds = checkHistory(scenario.history.events()).holds.filter((h) => !resources || resources.includes(h.resource));
+  const { what, most } = sharedAtOnce(kind, holds);
+  scenario.expect(`${what} did hold together (at most ${most} at once)`, most > 1);
+}
+
+/** The largest number of holds whose windows intersect. */
+export function mostAtOnce(holds: readonly Hold[]): number {
+  const edges = holds.flatMap((h) => [
+    { t: h.okAt, change: 1 },
+    { t: h.end, change: -1 },
+  ]);
+  edges.sort((a, b) => (a.t < b.t ? -1 : a.t > b.t ? 1 : a.change - b.change));
+  let current = 0;
+  let most = 0;
+  for (const edge of edges) most = Math.max(most, (current += edge.change));
+  return most;
 }
