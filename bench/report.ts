@@ -1,5 +1,5 @@
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
-import { createAdapter, LIBRARIES, OURS, type LibraryId } from './adapters/index.js';
+import { createAdapter, LIBRARIES, LIMIT, OURS, type LibraryId } from './adapters/index.js';
 import type { Scenario } from './scenarios/scenario.js';
 import { describeClientOptions } from './support/clients.js';
 import { describeMachine, installedVersion, type EngineSource } from './support/machine.js';
@@ -107,10 +107,12 @@ function summaryTable(rows: TargetRow[]): string {
 }
 
 function scenarioSection(results: Results, scenario: Scenario, mode: 'full' | 'smoke'): string[] {
-  const libraries = LIBRARIES.filter((id) => results.repetitions(scenario.id, id) > 0);
-  const header = ['library', ...scenario.metrics.map((metric) => metric.label)];
+  const libraries = [...LIBRARIES, LIMIT].filter((id) => results.repetitions(scenario.id, id) > 0);
+  const limit = scenario.limitMetric && results.repetitions(scenario.id, LIMIT) > 0 ? scenario.limitMetric : undefined;
+  const header = ['library', ...(limit ? ['share of the limit'] : []), ...scenario.metrics.map((metric) => metric.label)];
   const rows = libraries.map((library) => [
     name(library),
+    ...(limit ? [fmt(results.median(scenario.id, library, limit) / results.median(scenario.id, LIMIT, limit), 3)] : []),
     ...scenario.metrics.map((metric) => {
       const value = results.median(scenario.id, library, metric.key);
       if (metric.informational) return fmt(value, metric.digits);
@@ -133,7 +135,7 @@ function scenarioSection(results: Results, scenario: Scenario, mode: 'full' | 's
 }
 
 function rawSection(results: Results, scenario: Scenario): string[] {
-  const lines = LIBRARIES.filter((id) => results.repetitions(scenario.id, id) > 0).flatMap((library) =>
+  const lines = [...LIBRARIES, LIMIT].filter((id) => results.repetitions(scenario.id, id) > 0).flatMap((library) =>
     scenario.metrics.map((metric) => {
       const values = results.values(scenario.id, library, metric.key).map((v) => fmt(v, metric.digits));
       return `| ${scenario.id} | ${name(library)} | ${metric.label} | ${values.join(', ')} |`;

@@ -1,4 +1,4 @@
-import { LIBRARIES, OURS, type LibraryId } from './adapters/index.js';
+import { LIBRARIES, LIMIT, OURS, type LibraryId } from './adapters/index.js';
 import { STARVATION_FACTOR } from './scenarios/hot-key.js';
 import type { Results } from './support/results.js';
 
@@ -68,6 +68,16 @@ export function evaluateTargets(results: Results): TargetRow[] {
   row({ scenario: '3 hot key', figure: `wait p99 (ms), ideal FIFO ${ideal.toFixed(1)} ms`, ours: p99,
     bestPeer: bestPeer(results, 'hot-key', 'waitP99', 'lower'), ratio: p99Ratio, target: '≤ 2 × ideal FIFO wait',
     ok: p99Ratio <= 2, digits: 1, margin: `${p99Ratio.toFixed(1)}× the ideal wait` }, 'hot-key');
+
+  // Issue 17: the share of the physical limit (a perfect in-process mutex, bench/adapters/in-process-limit.ts).
+  const limitHolds = results.median('hot-key', LIMIT, 'cycles');
+  const ofLimit = m('hot-key', 'cycles') / limitHolds;
+  const peerOfLimit = bestPeer(results, 'hot-key', 'cycles', 'higher');
+  row({ scenario: '3 hot key', figure: 'holds, share of the limit (perfect in-process mutex)', ours: ofLimit,
+    bestPeer: peerOfLimit && { library: peerOfLimit.library, value: peerOfLimit.value / limitHolds },
+    ratio: ofLimit / ((peerOfLimit?.value ?? NaN) / limitHolds), target: '≥ 0.85 of the limit, with wait p99 ≤ 1.5 × ideal FIFO wait',
+    ok: ofLimit >= 0.85 && p99Ratio <= 1.5, digits: 3,
+    margin: `${ofLimit.toFixed(3)} of the limit (${ofLimit >= 0.85 ? 'met' : `${(0.85 - ofLimit).toFixed(3)} short`}), wait p99 ${p99Ratio.toFixed(1)}× the ideal` }, 'hot-key');
 
   const max = m('hot-key', 'waitMax');
   const failed = m('hot-key', 'failures') + m('hot-key', 'censored');

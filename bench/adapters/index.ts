@@ -3,6 +3,7 @@ import { NestjsRedlockAdapter } from './nestjs-redlock.js';
 import { RedlockApiAdapter } from './redlock-api.js';
 import { RedisSemaphoreAdapter } from './redis-semaphore.js';
 import { RedlockUniversalAdapter } from './redlock-universal.js';
+import { InProcessLimitAdapter } from './in-process-limit.js';
 
 /** Ours first; the rest are the peers of the issue, compared with the best of them. */
 const FACTORIES = {
@@ -21,11 +22,18 @@ const VARIANTS = {
   'nestjs-redlock+otel': () => new NestjsRedlockAdapter({ telemetry: {} }),
 } satisfies Record<string, () => LockAdapter>;
 
-export type LibraryId = keyof typeof FACTORIES | keyof typeof VARIANTS;
+/** The contended scenarios' physical limit (no Redis lock at all): a reference row, never a peer. */
+const REFERENCES = {
+  limit: () => new InProcessLimitAdapter(),
+} satisfies Record<string, () => LockAdapter>;
+
+export type LibraryId = keyof typeof FACTORIES | keyof typeof VARIANTS | keyof typeof REFERENCES;
 export const OURS: LibraryId = 'nestjs-redlock';
+export const LIMIT: LibraryId = 'limit';
 export const LIBRARIES = Object.keys(FACTORIES) as LibraryId[];
 
 export function createAdapter(id: LibraryId): LockAdapter {
-  const factory = id in VARIANTS ? VARIANTS[id as keyof typeof VARIANTS] : FACTORIES[id as keyof typeof FACTORIES];
+  const factory =
+    id in REFERENCES ? REFERENCES[id as keyof typeof REFERENCES] : id in VARIANTS ? VARIANTS[id as keyof typeof VARIANTS] : FACTORIES[id as keyof typeof FACTORIES];
   return factory() as LockAdapter;
 }

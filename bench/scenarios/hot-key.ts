@@ -1,5 +1,6 @@
 import { fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { LIBRARIES, LIMIT } from '../adapters/index.js';
 import { nextMessage } from '../support/ipc.js';
 import { ascending, mean, percentile } from '../support/stats.js';
 import type { WorkerGo, WorkerJob, WorkerReport } from './hot-key-worker.js';
@@ -24,6 +25,8 @@ export const STARVATION_FACTOR = 10;
 export const hotKey: Scenario<Params> = {
   id: 'hot-key',
   title: '3. Hot key: 4 processes x 5 workers, 2 ms critical section',
+  libraries: [...LIBRARIES, LIMIT],
+  limitMetric: 'cycles',
   method: (p) =>
     `${p.processes} forked processes x ${p.workersPerProcess} async workers loop on ONE key for ` +
     `${p.durationMs / 1000} s; each holds it for \`await setTimeout(${p.holdMs})\` (I/O, not CPU), ttl ` +
@@ -35,7 +38,9 @@ export const hotKey: Scenario<Params> = {
     `caller waits for the ${p.processes * p.workersPerProcess - 1} others' holds. Hand-over = from one ` +
     'hold\'s release call to the next hold: what the lock costs per turn (share ≈ hold ÷ (hold + ' +
     'hand-over)). Overlaps: hold ' +
-    'intervals of different workers that intersect on the shared monotonic clock (must be 0).',
+    'intervals of different workers that intersect on the shared monotonic clock (must be 0). ' +
+    `The limit: the same ${p.processes * p.workersPerProcess} workers and critical sections in ONE process around a ` +
+    'perfect in-process FIFO mutex (no Redis lock at all); "share of the limit" = holds ÷ the limit\'s holds.',
   metrics: [
     { key: 'insideShare', label: 'share inside lock', better: 'higher', digits: 3 },
     { key: 'waitP50', label: 'wait p50 (ms)', better: 'lower', digits: 1 },
@@ -59,12 +64,12 @@ export const hotKey: Scenario<Params> = {
       library,
       urls: [...urls],
       key: `bench:hot:${process.pid}:${Date.now()}`,
-      workers: params.workersPerProcess,
+      workers: library === LIMIT ? params.processes * params.workersPerProcess : params.workersPerProcess,
       holdMs: params.holdMs,
       ttlMs: params.ttlMs,
       graceMs: params.graceMs,
     };
-    const children = Array.from({ length: params.processes }, () => fork(WORKER, [JSON.stringify(job)]));
+    const children = Array.from({ length: library === LIMIT ? 1 : params.processes }, () => fork(WORKER, [JSON.stringify(job)]));
     try {
       await Promise.all(children.map((child) => nextMessage(child, 'hot-key worker')));
       const startAt = process.hrtime.bigint() + BigInt(START_DELAY_MS * 1e6);

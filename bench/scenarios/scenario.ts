@@ -30,6 +30,8 @@ export interface Scenario<P = any> {
   readonly method: (params: P) => string;
   /** Default: every library. */
   readonly libraries?: readonly LibraryId[];
+  /** With the limit among the libraries: the figure (a count or rate) every library is shown as a share of the limit's. */
+  readonly limitMetric?: string;
   readonly metrics: readonly Metric[];
   readonly params: { readonly full: P; readonly smoke: P };
   run(context: ScenarioContext<P>): Promise<Figures>;

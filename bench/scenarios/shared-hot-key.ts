@@ -1,6 +1,6 @@
 import { fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { OURS, type LibraryId } from '../adapters/index.js';
+import { LIMIT, OURS, type LibraryId } from '../adapters/index.js';
 import { nextMessage } from '../support/ipc.js';
 import { ascending, percentile } from '../support/stats.js';
 import type { WorkerGo, WorkerJob, WorkerReport } from './hot-key-worker.js';
@@ -43,14 +43,16 @@ const waitMetrics = [
 export const hotSemaphore: Scenario<SemaphoreParams> = {
   id: 'hot-semaphore',
   title: '3b. Hot semaphore: limit 4, 4 processes x 5 workers, 2 ms critical section',
-  libraries: [OURS, 'redis-semaphore'],
+  libraries: [OURS, 'redis-semaphore', LIMIT],
+  limitMetric: 'throughput',
   method: (p) =>
     `As scenario 3, but each acquire asks for a permit of a semaphore of limit ${p.limit} ` +
     '(ours: `acquire(key, ttl, { limit })`; redis-semaphore: `new RedlockSemaphore(clients, key, limit)`), ' +
     `${p.processes} processes x ${p.workersPerProcess} workers, ${p.durationMs / 1000} s. Permit share = sum of ` +
     `hold intervals clipped to the window / (limit x window): how much of the ${p.limit} permits' time did work. ` +
     'Most at once: the largest number of hold intervals that intersect on the shared monotonic clock ' +
-    `(must be at most ${p.limit}).`,
+    `(must be at most ${p.limit}). The limit: the same workers in ONE process around a perfect in-process FIFO ` +
+    `semaphore of ${p.limit} (no Redis lock at all); "share of the limit" = holds/s ÷ the limit's.`,
   metrics: [
     { key: 'permitShare', label: 'permit share used', better: 'higher', digits: 3 },
     ...waitMetrics,
@@ -122,13 +124,13 @@ async function runWorkers(library: LibraryId, urls: readonly string[], params: P
     library,
     urls: [...urls],
     key: `bench:shared:${process.pid}:${Date.now()}`,
-    workers: params.workersPerProcess,
+    workers: library === LIMIT ? params.processes * params.workersPerProcess : params.workersPerProcess,
     holdMs: params.holdMs,
     ttlMs: params.ttlMs,
     graceMs: params.graceMs,
     ...shape,
   };
-  const children = Array.from({ length: params.processes }, () => fork(WORKER, [JSON.stringify(job)]));
+  const children = Array.from({ length: library === LIMIT ? 1 : params.processes }, () => fork(WORKER, [JSON.stringify(job)]));
   try {
     await Promise.all(children.map((child) => nextMessage(child, 'hot-key worker')));
     const startAt = process.hrtime.bigint() + BigInt(START_DELAY_MS * 1e6);
