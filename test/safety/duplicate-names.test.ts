@@ -2,7 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { expect, it } from 'vitest';
 import { failures, runFor, timeoutFor } from './support/safety-run.js';
 import { scenarioFixture } from './support/scenario-fixture.js';
-import { loopWorker, range } from './support/scenario-kit.js';
+import { expectSharing, KINDS, loopWorker, range } from './support/scenario-kit.js';
 
 // One server listed under two names: directly and through a TCP proxy, which an address check
 // cannot tell apart (nor localhost from 127.0.0.1, nor a DNS alias). Three servers A, B, C; each
@@ -24,55 +24,59 @@ const DUPLICATE_WARNING = /same server|duplicate|listed twice/i;
 
 const fixture = scenarioFixture({ proxied: true, masters: 3 });
 
-it('counts a server listed under two names as one voter', async () => {
-  const servers = fixture.masters().urls();
-  const proxies = fixture.proxies();
-  const scenario = fixture.start({
-    id: 'duplicate-names',
-    title: 'One server listed under two names (directly and through a TCP proxy)',
-    expected: 'safe',
-    method:
-      '3 servers A, B, C; 3 processes x 2 workers loop on one resource (ttl 1 s, fenced, waiting in the fair queue), each ' +
-      'configured with 3 names of which a different server takes two: [A, A via proxy, B], [B, B via proxy, C], [C, C via proxy, A]; ' +
-      `every ${RESET_EVERY_MS} ms a proxy resets its connections; the third process has restart quarantine off (bare counter fences).`,
-  });
-  await Promise.all(
-    range(3).map((p) =>
-      scenario.spawn(
-        loopWorker(`w${p}`, [servers[p]!, proxies[p]!.url, servers[(p + 1) % 3]!], {
-          resources: ['doubled'],
-          ttlMs: [TTL],
-          holdMs: 5,
-          // No master loses data here: bare counter fences, so the fence checks test them.
-          engine: p === 2 ? { fenceTimeFloor: false, restartQuarantineMs: false } : { fenceTimeFloor: false },
-        }),
+for (const kind of KINDS) {
+  it(`${kind.title}counts a server listed under two names as one voter`, async () => {
+    const servers = fixture.masters().urls();
+    const proxies = fixture.proxies();
+    const scenario = fixture.start({
+      id: `duplicate-names${kind.id}`,
+      title: `${kind.title}One server listed under two names (directly and through a TCP proxy)`,
+      expected: 'safe',
+      method:
+        '3 servers A, B, C; 3 processes x 2 workers loop on one resource (ttl 1 s, fenced, waiting in the fair queue), each ' +
+        'configured with 3 names of which a different server takes two: [A, A via proxy, B], [B, B via proxy, C], [C, C via proxy, A]; ' +
+        `every ${RESET_EVERY_MS} ms a proxy resets its connections; the third process has restart quarantine off (bare counter fences).`,
+    });
+    await Promise.all(
+      range(3).map((p) =>
+        scenario.spawn(
+          loopWorker(`w${p}`, [servers[p]!, proxies[p]!.url, servers[(p + 1) % 3]!], {
+            resources: ['doubled'],
+            shared: kind.shared,
+            ttlMs: [TTL],
+            holdMs: 5,
+            // No master loses data here: bare counter fences, so the fence checks test them.
+            engine: p === 2 ? { fenceTimeFloor: false, restartQuarantineMs: false } : { fenceTimeFloor: false },
+          }),
+        ),
       ),
-    ),
-  );
-
-  // The fault is in the configuration; the resets only make the engines identify the servers again.
-  const endAt = performance.now() + runFor(SHORT_MS);
-  do {
-    await sleep(RESET_EVERY_MS);
-    const p = Math.floor(Math.random() * proxies.length);
-    proxies[p]!.resetConnections();
-    scenario.fault(`reset the connections through the proxy of server ${p}`);
-  } while (performance.now() < endAt);
-  await scenario.stopWorkers();
-
-  const events = scenario.history.events();
-  for (const p of range(3)) {
-    const proc = `w${p}`;
-    const holds = scenario.holdsSince(scenario.startedAt, proc);
-    scenario.expect(`${proc} kept taking the lock (${holds} times)`, holds >= 3);
-    const warnings = events.filter((e) => e.proc === proc && e.op === 'warning' && DUPLICATE_WARNING.test(e.note ?? ''));
-    scenario.expect(
-      `${proc}'s engine warned that one server is listed twice`,
-      warnings.length > 0,
-      warnings[0]?.note ?? `no such warning; all: ${events.filter((e) => e.proc === proc && e.op === 'warning').map((e) => e.note).join(' | ') || 'none'}`,
     );
-  }
 
-  const result = await scenario.finish();
-  expect(failures(result)).toBe('');
-}, timeoutFor(SHORT_MS));
+    // The fault is in the configuration; the resets only make the engines identify the servers again.
+    const endAt = performance.now() + runFor(SHORT_MS);
+    do {
+      await sleep(RESET_EVERY_MS);
+      const p = Math.floor(Math.random() * proxies.length);
+      proxies[p]!.resetConnections();
+      scenario.fault(`reset the connections through the proxy of server ${p}`);
+    } while (performance.now() < endAt);
+    await scenario.stopWorkers();
+
+    const events = scenario.history.events();
+    for (const p of range(3)) {
+      const proc = `w${p}`;
+      const holds = scenario.holdsSince(scenario.startedAt, proc);
+      scenario.expect(`${proc} kept taking the lock (${holds} times)`, holds >= 3);
+      const warnings = events.filter((e) => e.proc === proc && e.op === 'warning' && DUPLICATE_WARNING.test(e.note ?? ''));
+      scenario.expect(
+        `${proc}'s engine warned that one server is listed twice`,
+        warnings.length > 0,
+        warnings[0]?.note ?? `no such warning; all: ${events.filter((e) => e.proc === proc && e.op === 'warning').map((e) => e.note).join(' | ') || 'none'}`,
+      );
+    }
+
+    expectSharing(scenario, kind);
+    const result = await scenario.finish();
+    expect(failures(result)).toBe('');
+  }, timeoutFor(SHORT_MS));
+}

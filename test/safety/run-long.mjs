@@ -43,6 +43,8 @@ const ORDER = [
   'thundering-herd-read-write',
   'extend-ttls-semaphore',
   'extend-ttls-read-write',
+  'duplicate-names-semaphore',
+  'duplicate-names-read-write',
   'sentinel-failover',
   'sentinel-control',
   'cluster-failover',
