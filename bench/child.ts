@@ -7,9 +7,10 @@ export interface ChildJob {
   scenario: string;
   library: LibraryId;
   urls: string[];
+  storeUrl?: string;
   params: unknown;
 }
 
 const job = JSON.parse(process.argv[2]!) as ChildJob;
-const figures = await scenarioById(job.scenario).run({ library: job.library, urls: job.urls, params: job.params });
+const figures = await scenarioById(job.scenario).run({ library: job.library, urls: job.urls, storeUrl: job.storeUrl, params: job.params });
 reportAndExit(figures);

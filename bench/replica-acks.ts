@@ -6,7 +6,7 @@ import { parseArgs } from 'node:util';
 import type { Redis } from 'ioredis';
 import { Redlock } from '../lib/core/index.js';
 import { SentinelGroup } from '../test/support/sentinel-group.js';
-import { REPLICA_ACKS_MARKERS } from './report.js';
+import { REPLICA_ACKS_MARKERS, withSection } from './report.js';
 import { connect, disconnect } from './support/clients.js';
 import { describeMachine, engineSource } from './support/machine.js';
 import { ascending, median, percentile } from './support/stats.js';
@@ -107,7 +107,7 @@ try {
 
 const section = render();
 const previous = existsSync(out) ? readFileSync(out, 'utf8') : '';
-writeFileSync(out, withSection(previous, section));
+writeFileSync(out, withSection(previous, section, REPLICA_ACKS_MARKERS));
 console.log(`\n${section}\n\nwrote ${out}`);
 
 function render(): string {
@@ -152,15 +152,4 @@ function render(): string {
       'by side, is the cost.',
     end,
   ].join('\n');
-}
-
-/** `text` with its replica-acks section replaced by `section` (or `section` added before the notes). */
-function withSection(text: string, section: string): string {
-  const [startMarker, endMarker] = REPLICA_ACKS_MARKERS;
-  const from = text.indexOf(startMarker);
-  const to = text.indexOf(endMarker);
-  if (from >= 0 && to > from) return text.slice(0, from) + section + text.slice(to + endMarker.length);
-  const notes = text.indexOf('## Notes on the run');
-  if (notes >= 0) return `${text.slice(0, notes)}${section}\n\n${text.slice(notes)}`;
-  return `${text}${text.endsWith('\n') || text === '' ? '' : '\n'}\n${section}\n`;
 }

@@ -14,6 +14,8 @@ const NOTES = ['<!-- notes:start -->', '<!-- notes:end -->'] as const;
 export const TELEMETRY_MARKERS = ['<!-- telemetry:start -->', '<!-- telemetry:end -->'] as const;
 /** The replicaAcks cost section (bench/replica-acks.ts), also kept when the benchmark rewrites the file. */
 export const REPLICA_ACKS_MARKERS = ['<!-- replica-acks:start -->', '<!-- replica-acks:end -->'] as const;
+/** The scaling curves (bench/scaling.ts), also kept when the benchmark rewrites the file. */
+export const SCALING_MARKERS = ['<!-- scaling:start -->', '<!-- scaling:end -->'] as const;
 /** Where the README shows the summary table. */
 const README_TABLE = ['<!-- bench:start -->', '<!-- bench:end -->'] as const;
 
@@ -73,6 +75,7 @@ export function renderReport({ results, scenarios, mode, reps, minutes, load, en
     '',
     ...previousTelemetry(),
     ...previousSection(REPLICA_ACKS_MARKERS),
+    ...previousSection(SCALING_MARKERS),
     '## Notes on the run',
     '',
     previousNotes(),
@@ -115,7 +118,7 @@ function scenarioSection(results: Results, scenario: Scenario, mode: 'full' | 's
     ...(limit ? [fmt(results.median(scenario.id, library, limit) / results.median(scenario.id, LIMIT, limit), 3)] : []),
     ...scenario.metrics.map((metric) => {
       const value = results.median(scenario.id, library, metric.key);
-      if (metric.informational) return fmt(value, metric.digits);
+      if (metric.informational || library === LIMIT) return fmt(value, metric.digits); // the limit is no peer
       const best = bestPeer(results, scenario.id, metric.key, metric.better);
       return `${fmt(value, metric.digits)} (${fmt(value / (best?.value ?? NaN), 2)})`;
     }),
@@ -175,6 +178,19 @@ function status(met: boolean | undefined): string {
   return met === undefined ? 'not run' : met ? 'met' : 'NOT MET';
 }
 
-function fmt(value: number, digits: number): string {
+/**
+ * `report` with `section` (markers included) in place of the one between the same markers, or,
+ * the first time, before the hand-written notes: for the scripts that write one section each.
+ */
+export function withSection(report: string, section: string, [start, end]: readonly [string, string]): string {
+  const from = report.indexOf(start);
+  const to = report.indexOf(end);
+  if (from >= 0 && to > from) return report.slice(0, from) + section + report.slice(to + end.length);
+  const notes = report.indexOf('## Notes on the run');
+  if (notes >= 0) return `${report.slice(0, notes)}${section}\n\n${report.slice(notes)}`;
+  return report.trim() ? `${report.trimEnd()}\n\n${section}\n` : `${section}\n`;
+}
+
+export function fmt(value: number, digits: number): string {
   return Number.isFinite(value) ? value.toLocaleString('en', { minimumFractionDigits: digits, maximumFractionDigits: digits }) : '–';
 }

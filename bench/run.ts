@@ -16,7 +16,8 @@ import { Results } from './support/results.js';
 
 /**
  * `npm run bench [-- --reps N] [-- --only latency,hot-key]`, `npm run bench:smoke`.
- * One fleet of 5 redis-server masters for the whole run. Each repetition runs every scenario
+ * One fleet of 5 redis-server masters for the whole run, and a sixth redis-server as the store that
+ * scenario 3a's critical sections read and write. Each repetition runs every scenario
  * for every library, the libraries in an order rotated by one per repetition, so drift of the
  * machine over the run falls on all of them alike; each measurement is a fresh child process.
  */
@@ -38,17 +39,18 @@ const started = Date.now();
 const loadAtStart = loadavg()[0]!;
 const engineAtStart = engineSource();
 const results = new Results();
-const fleet = await RedisFleet.start(5);
+const fleet = await RedisFleet.start(6);
 try {
-  const urls = fleet.urls();
+  const urls = fleet.urls().slice(0, 5);
+  const storeUrl = fleet.urls()[5]!;
   await sleep(FLEET_SETTLE_MS);
-  const admin = await connectMasters(urls);
+  const admin = await connectMasters(fleet.urls());
   for (let rep = 0; rep < reps; rep++) {
     for (const scenario of scenarios) {
       for (const library of rotate(scenario.libraries ?? LIBRARIES, rep)) {
         const label = `[rep ${rep + 1}/${reps}] ${scenario.id} / ${library}`;
         try {
-          const figures = await measure(scenario, library, urls);
+          const figures = await measure(scenario, library, urls, storeUrl);
           results.add(scenario.id, library, figures);
           console.log(`${label}: ${format(figures)}`);
         } catch (error) {
@@ -73,8 +75,8 @@ writeFileSync(out, report);
 if (official) updateReadme(report);
 console.log(`\nwrote ${out}${official ? ' and the README table' : ''}`);
 
-function measure(scenario: Scenario, library: LibraryId, urls: string[]): Promise<Figures> {
-  return measureInChild({ scenario: scenario.id, library, urls, params: scenario.params[mode] });
+function measure(scenario: Scenario, library: LibraryId, urls: string[], storeUrl: string): Promise<Figures> {
+  return measureInChild({ scenario: scenario.id, library, urls, storeUrl, params: scenario.params[mode] });
 }
 
 function rotate<T>(list: readonly T[], by: number): T[] {

@@ -7,7 +7,7 @@ import { parseArgs } from 'node:util';
 import { RedisFleet } from '../test/support/redis-fleet.js';
 import { connectMasters, disconnectAll } from '../test/support/masters.js';
 import type { LibraryId } from './adapters/index.js';
-import { TELEMETRY_MARKERS } from './report.js';
+import { fmt, TELEMETRY_MARKERS, withSection } from './report.js';
 import { latency } from './scenarios/latency.js';
 import type { Figures, Scenario } from './scenarios/scenario.js';
 import { throughput } from './scenarios/throughput.js';
@@ -109,7 +109,7 @@ try {
 
 const section = render();
 const previous = existsSync(out) ? readFileSync(out, 'utf8') : '';
-writeFileSync(out, withSection(previous, section));
+writeFileSync(out, withSection(previous, section, TELEMETRY_MARKERS));
 console.log(`\n${section}\n\nwrote ${out}`);
 
 /** How much slower (times) or fewer (rates) `value` is than `base`. */
@@ -198,21 +198,6 @@ function render(): string {
     ...(failures.length ? ['', 'Failed runs:', ...failures.map((failure) => `- ${failure}`)] : []),
     TELEMETRY_MARKERS[1],
   ].join('\n');
-}
-
-/** The report with this section in place of the previous one, or before the notes the first time. */
-function withSection(report: string, section: string): string {
-  const [start, end] = TELEMETRY_MARKERS;
-  const from = report.indexOf(start);
-  const to = report.indexOf(end);
-  if (from >= 0 && to > from) return report.slice(0, from) + section + report.slice(to + end.length);
-  const notes = report.indexOf('## Notes on the run');
-  if (notes >= 0) return `${report.slice(0, notes)}${section}\n\n${report.slice(notes)}`;
-  return `${report.trimEnd()}\n\n${section}\n`;
-}
-
-function fmt(value: number, digits: number): string {
-  return Number.isFinite(value) ? value.toLocaleString('en', { minimumFractionDigits: digits, maximumFractionDigits: digits }) : '–';
 }
 
 function pct(share: number): string {

@@ -7,7 +7,7 @@ import type { LockAdapter, SetupOptions, SharedShape } from './lock-adapter.js';
  * alone take: every library's throughput is reported as a share of this one's.
  */
 export class InProcessLimitAdapter implements LockAdapter<string> {
-  readonly name = 'the limit: a perfect in-process FIFO mutex';
+  readonly name = 'the limit: a perfect in-process FIFO mutex (a semaphore in 3b)';
   readonly packageName = 'nestjs-redlock';
   readonly settings = 'no Redis lock: every worker in one process, a FIFO queue in memory, hand-over on release';
   readonly #gates = new Map<string, Gate>();

@@ -1,4 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
+import { Redis } from 'ioredis';
 import { createAdapter, type LibraryId } from '../adapters/index.js';
 import { reportAndExit } from '../support/ipc.js';
 
@@ -21,6 +22,14 @@ export interface WorkerJob {
   limit?: number;
   /** Readers and writers instead of the lock: the share of acquires that read. */
   readShare?: number;
+  /** Each worker stops after this many acquires, failed ones included (endAt is then only a deadline); default: at endAt. */
+  cycles?: number;
+  /**
+   * A store (a Redis of its own) the critical section reads and writes, as an app's does: GET
+   * a counter before the hold's sleep and SET it one higher after it, two round trips inside
+   * every hold. The counter's final value tells lost updates (bench/scenarios/hot-key-run.ts).
+   */
+  store?: { url: string; key: string };
 }
 
 /** Sent by the coordinator once every process is connected. hrtime values as decimal strings. */
@@ -43,11 +52,15 @@ export interface WorkerReport {
   /** With `readShare`: per hold, 'r' or 'w'; per wait, the same (a wait that failed included). */
   holdModes?: ('r' | 'w')[];
   waitModes?: ('r' | 'w')[];
+  /** ns since startAt when every worker of this process was done (its last release answered). */
+  finishedAt: number;
 }
 
 const job = JSON.parse(process.argv[2]!) as WorkerJob;
 const adapter = createAdapter(job.library);
 await adapter.setup(job.urls, { autoPipelining: false });
+const store = job.store ? new Redis(job.store.url, { lazyConnect: true }) : undefined;
+await store?.connect();
 process.send!('ready');
 const go = await new Promise<WorkerGo>((resolve) => process.once('message', (m) => resolve(m as WorkerGo)));
 const startAt = BigInt(go.startAt);
@@ -59,6 +72,7 @@ const report: WorkerReport = {
   failures: 0,
   censored: 0,
   holds: [],
+  finishedAt: Number.NaN,
   ...(job.readShare === undefined ? {} : { holdModes: [], waitModes: [] }),
 };
 /** When each worker that is waiting right now asked. */
@@ -66,7 +80,7 @@ const waiting = new Set<bigint>();
 const ns = (t: bigint) => Number(t - startAt);
 
 async function worker(): Promise<void> {
-  while (process.hrtime.bigint() < endAt) {
+  for (let held = 0; process.hrtime.bigint() < endAt && held !== job.cycles; held++) {
     const asked = process.hrtime.bigint();
     let handle: unknown;
     const mode = job.readShare === undefined ? undefined : Math.random() < job.readShare ? 'read' : 'write';
@@ -82,7 +96,7 @@ async function worker(): Promise<void> {
       waiting.delete(asked);
     }
     const acquired = process.hrtime.bigint();
-    await sleep(job.holdMs);
+    await criticalSection();
     const releasing = process.hrtime.bigint();
     await adapter.release(handle);
     report.waits.push(Number(acquired - asked) / 1e6);
@@ -92,6 +106,13 @@ async function worker(): Promise<void> {
       report.waitModes!.push(mode === 'read' ? 'r' : 'w');
     }
   }
+}
+
+async function criticalSection(): Promise<void> {
+  if (!store) return void (await sleep(job.holdMs));
+  const value = await store.get(job.store!.key);
+  await sleep(job.holdMs);
+  await store.set(job.store!.key, Number(value ?? 0) + 1);
 }
 
 function take(mode: 'read' | 'write' | undefined): Promise<unknown> {
@@ -107,5 +128,7 @@ const finished = await Promise.race([Promise.all(Array.from({ length: job.worker
 const now = process.hrtime.bigint();
 for (const asked of waiting) report.waits.push(Number(now - asked) / 1e6);
 report.censored = waiting.size;
+report.finishedAt = ns(now);
+store?.disconnect();
 if (finished) await adapter.close();
 reportAndExit(report); // exiting drops any acquire still in flight; its key expires with its ttl

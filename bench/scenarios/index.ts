@@ -1,5 +1,6 @@
 import { decorator } from './decorator.js';
 import { hotKey } from './hot-key.js';
+import { hotKeyStore } from './hot-key-store.js';
 import { hotSemaphore, readHeavy, writeHeavy } from './shared-hot-key.js';
 import { latency } from './latency.js';
 import { memory } from './memory.js';
@@ -7,7 +8,7 @@ import type { Scenario } from './scenario.js';
 import { throughput } from './throughput.js';
 
 /** In the order of the issue. */
-export const SCENARIOS: readonly Scenario[] = [latency, throughput, hotKey, hotSemaphore, readHeavy, writeHeavy, decorator, memory];
+export const SCENARIOS: readonly Scenario[] = [latency, throughput, hotKey, hotKeyStore, hotSemaphore, readHeavy, writeHeavy, decorator, memory];
 
 export function scenarioById(id: string): Scenario {
   const scenario = SCENARIOS.find((s) => s.id === id);

@@ -16,6 +16,8 @@ export type Figures = Record<string, number>;
 export interface ScenarioContext<P> {
   readonly library: LibraryId;
   readonly urls: readonly string[];
+  /** A Redis apart from the masters, for critical sections that read and write a store. */
+  readonly storeUrl?: string;
   readonly params: P;
 }
 

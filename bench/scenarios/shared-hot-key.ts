@@ -1,23 +1,14 @@
-import { fork } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
 import { LIMIT, OURS, type LibraryId } from '../adapters/index.js';
-import { nextMessage } from '../support/ipc.js';
 import { ascending, percentile } from '../support/stats.js';
-import type { WorkerGo, WorkerJob, WorkerReport } from './hot-key-worker.js';
+import { runHotKey, type HotKeyShape } from './hot-key-run.js';
+import type { WorkerJob, WorkerReport } from './hot-key-worker.js';
 import type { Figures, Scenario } from './scenario.js';
 
 // The hot key of scenario 3, held as a semaphore's permits (beside redis-semaphore's
 // RedlockSemaphore, the one peer that has a Redlock semaphore) and as a read-write lock (no
 // Node peer has one: ours alone, read-heavy and write-heavy).
 
-interface Params {
-  processes: number;
-  workersPerProcess: number;
-  holdMs: number;
-  durationMs: number;
-  graceMs: number;
-  ttlMs: number;
-}
+type Params = HotKeyShape;
 
 interface SemaphoreParams extends Params {
   limit: number;
@@ -26,9 +17,6 @@ interface SemaphoreParams extends Params {
 interface ReadWriteParams extends Params {
   readShare: number;
 }
-
-const WORKER = fileURLToPath(new URL('./hot-key-worker.ts', import.meta.url));
-const START_DELAY_MS = 300;
 
 const FULL: Params = { processes: 4, workersPerProcess: 5, holdMs: 2, durationMs: 12_000, graceMs: 3_000, ttlMs: 10_000 };
 const SMOKE: Params = { processes: 2, workersPerProcess: 2, holdMs: 2, durationMs: 1_000, graceMs: 500, ttlMs: 10_000 };
@@ -119,28 +107,8 @@ export const readHeavy = readWrite('rw-read-heavy', '3c. Read-write lock, read-h
 /** Scenario 3d: 20% readers. */
 export const writeHeavy = readWrite('rw-write-heavy', '3d. Read-write lock, write-heavy: 20% readers, 4 processes x 5 workers', 0.2);
 
-async function runWorkers(library: LibraryId, urls: readonly string[], params: Params, shape: Pick<WorkerJob, 'limit' | 'readShare'>): Promise<WorkerReport[]> {
-  const job: WorkerJob = {
-    library,
-    urls: [...urls],
-    key: `bench:shared:${process.pid}:${Date.now()}`,
-    workers: library === LIMIT ? params.processes * params.workersPerProcess : params.workersPerProcess,
-    holdMs: params.holdMs,
-    ttlMs: params.ttlMs,
-    graceMs: params.graceMs,
-    ...shape,
-  };
-  const children = Array.from({ length: library === LIMIT ? 1 : params.processes }, () => fork(WORKER, [JSON.stringify(job)]));
-  try {
-    await Promise.all(children.map((child) => nextMessage(child, 'hot-key worker')));
-    const startAt = process.hrtime.bigint() + BigInt(START_DELAY_MS * 1e6);
-    const go: WorkerGo = { startAt: String(startAt), endAt: String(startAt + BigInt(params.durationMs * 1e6)) };
-    const reports = children.map((child) => nextMessage<WorkerReport>(child, 'hot-key worker'));
-    for (const child of children) child.send(go);
-    return await Promise.all(reports);
-  } finally {
-    for (const child of children) if (child.exitCode === null) child.kill('SIGKILL');
-  }
+function runWorkers(library: LibraryId, urls: readonly string[], params: Params, shape: Pick<WorkerJob, 'limit' | 'readShare'>): Promise<WorkerReport[]> {
+  return runHotKey(library, urls, params, shape).then((run) => run.reports);
 }
 
 function waits(all: number[], holds: readonly [number, number][], params: Params): Figures {

@@ -20,3 +20,19 @@ export function median(values: readonly number[]): number {
 export function mean(values: readonly number[]): number {
   return values.length === 0 ? Number.NaN : values.reduce((sum, value) => sum + value, 0) / values.length;
 }
+
+/** Least-squares line through the points: y ≈ intercept + slope × x; r2 = share of the variance it explains. */
+export function linearFit(xs: readonly number[], ys: readonly number[]): { intercept: number; slope: number; r2: number } {
+  const mx = mean(xs);
+  const my = mean(ys);
+  let sxy = 0;
+  let sxx = 0;
+  let syy = 0;
+  xs.forEach((x, i) => {
+    sxy += (x - mx) * (ys[i]! - my);
+    sxx += (x - mx) ** 2;
+    syy += (ys[i]! - my) ** 2;
+  });
+  const slope = sxy / sxx;
+  return { intercept: my - slope * mx, slope, r2: syy === 0 ? 1 : (sxy * sxy) / (sxx * syy) };
+}

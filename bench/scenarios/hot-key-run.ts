@@ -1,0 +1,123 @@
+import { fork } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { Redis } from 'ioredis';
+import { LIMIT, type LibraryId } from '../adapters/index.js';
+import { nextMessage } from '../support/ipc.js';
+import { ascending, mean, percentile } from '../support/stats.js';
+import type { WorkerGo, WorkerJob, WorkerReport } from './hot-key-worker.js';
+import type { Figures, Metric } from './scenario.js';
+
+const WORKER = fileURLToPath(new URL('./hot-key-worker.ts', import.meta.url));
+/** Let every process get through its first round before the clock starts. */
+const START_DELAY_MS = 300;
+
+/** The contended scenarios' workers: so many processes of so many workers, on one key. */
+export interface HotKeyShape {
+  processes: number;
+  workersPerProcess: number;
+  holdMs: number;
+  /** The measuring window; with `cycles`, only a deadline. */
+  durationMs: number;
+  graceMs: number;
+  ttlMs: number;
+  /** Each worker's number of acquires (default: as many as fit in the window). */
+  cycles?: number;
+}
+
+export interface HotKeyRun {
+  reports: WorkerReport[];
+  /** With a store: the counter every hold incremented (lost updates = holds − counter). */
+  counter?: number;
+}
+
+/**
+ * Forks the worker processes (bench/scenarios/hot-key-worker.ts), starts them together on the
+ * shared monotonic clock and collects their reports. The limit (LIMIT) runs every worker in ONE
+ * process around its in-process gate: no Redis lock, the same critical sections.
+ */
+export async function runHotKey(
+  library: LibraryId,
+  urls: readonly string[],
+  shape: HotKeyShape,
+  extra: Pick<WorkerJob, 'limit' | 'readShare'> & { storeUrl?: string } = {},
+): Promise<HotKeyRun> {
+  const { storeUrl, ...kind } = extra;
+  const key = `bench:hot:${process.pid}:${Date.now()}`;
+  const job: WorkerJob = {
+    library,
+    urls: [...urls],
+    key,
+    workers: library === LIMIT ? shape.processes * shape.workersPerProcess : shape.workersPerProcess,
+    holdMs: shape.holdMs,
+    ttlMs: shape.ttlMs,
+    graceMs: shape.graceMs,
+    ...(shape.cycles === undefined ? {} : { cycles: shape.cycles }),
+    ...(storeUrl ? { store: { url: storeUrl, key: `${key}:counter` } } : {}),
+    ...kind,
+  };
+  const children = Array.from({ length: library === LIMIT ? 1 : shape.processes }, () => fork(WORKER, [JSON.stringify(job)]));
+  try {
+    await Promise.all(children.map((child) => nextMessage(child, 'hot-key worker')));
+    const startAt = process.hrtime.bigint() + BigInt(START_DELAY_MS * 1e6);
+    const go: WorkerGo = { startAt: String(startAt), endAt: String(startAt + BigInt(shape.durationMs * 1e6)) };
+    const replies = children.map((child) => nextMessage<WorkerReport>(child, 'hot-key worker'));
+    for (const child of children) child.send(go);
+    const reports = await Promise.all(replies);
+    if (!storeUrl) return { reports };
+    const store = new Redis(storeUrl);
+    try {
+      return { reports, counter: Number((await store.get(`${key}:counter`)) ?? 0) };
+    } finally {
+      store.disconnect();
+    }
+  } finally {
+    for (const child of children) if (child.exitCode === null) child.kill('SIGKILL');
+  }
+}
+
+/** The columns of summarizeMutex's figures. */
+export const MUTEX_METRICS: readonly Metric[] = [
+  { key: 'insideShare', label: 'share inside lock', better: 'higher', digits: 3 },
+  { key: 'waitP50', label: 'wait p50 (ms)', better: 'lower', digits: 1 },
+  { key: 'waitP99', label: 'wait p99 (ms)', better: 'lower', digits: 1 },
+  { key: 'waitMax', label: 'wait max (ms)', better: 'lower', digits: 1 },
+  { key: 'idealWait', label: 'ideal FIFO wait (ms)', better: 'lower', digits: 1, informational: true },
+  { key: 'meanHold', label: 'mean hold (ms)', better: 'lower', digits: 2, informational: true },
+  { key: 'handoverP50', label: 'hand-over p50 (ms)', better: 'lower', digits: 2 },
+  { key: 'cycles', label: 'holds', better: 'higher', digits: 0, informational: true },
+  { key: 'failures', label: 'failed acquires', better: 'lower', digits: 0, informational: true },
+  { key: 'censored', label: 'waits cut off', better: 'lower', digits: 0, informational: true },
+  { key: 'overlaps', label: 'overlaps', better: 'lower', digits: 0, informational: true },
+];
+
+/**
+ * The mutex figures of a run over a window of `windowNs` from the start: share of the window
+ * inside the lock, waits against the ideal FIFO wait, hand-over, holds, overlaps.
+ */
+export function summarizeMutex(reports: readonly WorkerReport[], contenders: number, windowNs: number): Figures {
+  const holds = reports.flatMap((r) => r.holds).sort((a, b) => a[0] - b[0]);
+  const inside = holds.reduce((sum, [from, to]) => sum + Math.max(0, Math.min(to, windowNs) - Math.max(from, 0)), 0);
+  let overlaps = 0;
+  let lastEnd = -Infinity;
+  for (const [from, to] of holds) {
+    if (from < lastEnd) overlaps++;
+    lastEnd = Math.max(lastEnd, to);
+  }
+  const waits = ascending(reports.flatMap((r) => r.waits));
+  const meanHoldMs = mean(holds.map(([from, to]) => (to - from) / 1e6));
+  const inWindow = holds.filter(([from]) => from < windowNs);
+  const handovers = inWindow.slice(1).map(([from], i) => (from - inWindow[i]![1]) / 1e6);
+  return {
+    insideShare: inside / windowNs,
+    waitP50: percentile(waits, 50),
+    waitP99: percentile(waits, 99),
+    waitMax: waits.at(-1) ?? Number.NaN,
+    idealWait: (contenders - 1) * meanHoldMs,
+    meanHold: meanHoldMs,
+    handoverP50: percentile(ascending(handovers), 50),
+    cycles: inWindow.length,
+    failures: reports.reduce((sum, r) => sum + r.failures, 0),
+    censored: reports.reduce((sum, r) => sum + r.censored, 0),
+    overlaps,
+  };
+}
