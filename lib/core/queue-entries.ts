@@ -17,7 +17,9 @@ export class QueueEntries {
   ) {}
 
   keys(resources: readonly string[]): string[] {
-    return resources.map((resource) => this.names.queue(resource));
+    const keys: string[] = []; // packed, see runRound
+    for (const resource of resources) keys.push(this.names.queue(resource));
+    return keys;
   }
 
   /**

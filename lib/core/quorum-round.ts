@@ -44,7 +44,9 @@ export function runRound(
   interpret: (reply: unknown) => RoundReply,
 ): Promise<RoundResult> {
   const total = nodes.length;
-  const outcomes: NodeOutcome[] = nodes.map((node) => ({ node: node.name, status: 'pending' }));
+  // Built by push, not map: map's arrays are holey, and mixing them with packed ones deopts the round.
+  const outcomes: NodeOutcome[] = [];
+  for (const node of nodes) outcomes.push({ node: node.name, status: 'pending' });
   let granted = 0;
   let refused = 0;
   let answered = 0;

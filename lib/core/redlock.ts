@@ -167,7 +167,8 @@ export class Redlock extends EventEmitter implements LockEngine {
     const exclusive = kind.type === 'write';
     this.#quarantine?.observeTtl(ttlMs);
     const fencing = options.fencing ?? this.options.fencing;
-    const keys = list.map((resource) => this.#names.lock(resource));
+    const keys: string[] = []; // packed, see runRound
+    for (const resource of list) keys.push(this.#names.lock(resource));
     const giveUpAt = monotonicNow() + wait.waitTimeoutMs;
     const line = lineOf(keys);
     // Before the first await, so in the caller's async context: a tracer's span gets the caller's as parent.
