@@ -41,13 +41,15 @@ export interface ShardIdentity {
    * same: it may lack what the other master granted meanwhile.
    */
   readonly term: string;
+  /** Promoted from a replica since it started (INFO replication `second_repl_offset` is set). */
+  readonly promoted: boolean;
 }
 
-/** Lua: {run_id, uptime in seconds, master_replid} of the server running the script. */
+/** Lua: {run_id, uptime in seconds, master_replid, second_repl_offset} of the server running the script. */
 const WHO_LUA =
   "local server = redis.call('INFO', 'server') local replication = redis.call('INFO', 'replication') " +
   "local who = {string.match(server, 'run_id:(%x+)'), tonumber(string.match(server, 'uptime_in_seconds:(%d+)')), " +
-  "string.match(replication, 'master_replid:(%x+)')}";
+  "string.match(replication, 'master_replid:(%x+)'), tonumber(string.match(replication, 'second_repl_offset:(%-?%d+)'))}";
 
 interface Layout {
   /** How many resources the request covers. */
@@ -238,12 +240,17 @@ export function unwrap(script: LuaScript, reply: unknown): { reply: unknown; sha
 /** Says which server runs it, as identified votes do. */
 export const WHO_RUNS_THIS = `${WHO_LUA} return who`;
 
-/** Reads {run_id, uptime in seconds, master_replid} as a script gave it. */
+/** Reads {run_id, uptime in seconds, master_replid, second_repl_offset} as a script gave it. */
 export function identity(script: string, reply: unknown): ShardIdentity {
-  if (!Array.isArray(reply) || reply.length !== 3 || typeof reply[0] !== 'string' || typeof reply[1] !== 'number' || typeof reply[2] !== 'string') {
+  if (
+    !Array.isArray(reply) || (reply.length !== 3 && reply.length !== 4) ||
+    typeof reply[0] !== 'string' || typeof reply[1] !== 'number' || typeof reply[2] !== 'string' ||
+    (reply.length === 4 && typeof reply[3] !== 'number')
+  ) {
     throw new UnexpectedReplyError(script, reply);
   }
-  return { runId: reply[0], uptimeMs: reply[1] * 1000, term: `${reply[0]}/${reply[2]}` };
+  // No fourth element: a server older than Redis 4, without the field, never says it was promoted.
+  return { runId: reply[0], uptimeMs: reply[1] * 1000, term: `${reply[0]}/${reply[2]}`, promoted: reply.length === 4 && reply[3] !== -1 };
 }
 
 function sha1(source: string): string {

@@ -20,7 +20,12 @@ import { isSentinelManaged, sentinelAddress, sentinelKeys, sentinelVoterProblem,
 /** What the engine learns when a master's identity check finds it restarted or replaced. */
 export interface NodeRestart {
   readonly node: string;
-  readonly reason: 'run_id changed' | 'recent start';
+  /**
+   * 'promoted replica': at this engine's first sight the master had been promoted from a replica
+   * (INFO replication `second_repl_offset` is set), at a moment it does not say; it may lack
+   * keys its old master granted, so it waits as if it had just started.
+   */
+  readonly reason: 'run_id changed' | 'recent start' | 'promoted replica';
   /** How long the master has been up, as far as it says. */
   readonly uptimeMs: number;
 }
@@ -86,6 +91,8 @@ export class RedisNode {
   readonly address: MasterAddress;
   #startedAt: number | undefined;
   #runId: string | undefined;
+  /** run_id and replication id: the server and its tenure as a master. */
+  #term: string | undefined;
   #identifying: Promise<void> | undefined;
   #watching = false;
   #closes = 0;
@@ -271,21 +278,32 @@ export class RedisNode {
   }
 
   async #readIdentity(onRestart: (restart: NodeRestart) => void, onIdentified: (runId: string) => void): Promise<void> {
-    const info = await this.client.info('server');
+    const [info, replication] = await Promise.all([this.client.info('server'), this.client.info('replication')]);
     const runId = /^run_id:(\S+)/m.exec(info)?.[1];
     const uptimeSeconds = Number(/^uptime_in_seconds:(\d+)/m.exec(info)?.[1] ?? Number.NaN);
     if (!runId || !Number.isFinite(uptimeSeconds)) throw new Error('INFO server did not report run_id and uptime');
+    // A promotion starts a new replication id and keeps the old one with the offset it ended at;
+    // a server that never was a replica since it started has none (-1, or no field before Redis 4).
+    const replicationId = /^master_replid:(\w+)/m.exec(replication)?.[1] ?? '';
+    const promoted = Number(/^second_repl_offset:(-?\d+)/m.exec(replication)?.[1] ?? -1) !== -1;
+    const term = `${runId}/${replicationId}`;
     const now = monotonicNow();
     // Whole seconds round down, so the age is never overstated.
     let startedAt = now - uptimeSeconds * 1000;
-    const replaced = this.#runId !== undefined && this.#runId !== runId;
-    // A different run_id with a long uptime is another server at the same address (failover,
-    // DNS): it never saw our keys either, so it waits as if it had just started.
-    if (replaced) startedAt = Math.max(startedAt, now);
+    // Another run_id with a long uptime is another server at the same address (failover, DNS);
+    // the same run_id under a new replication id was a replica meanwhile (a failover and back)
+    // and may have been resynced from a master that lacked our keys. Either never saw our keys.
+    const replaced = this.#term !== undefined && this.#term !== term;
+    // Seen for the first time already promoted: when it took over, and what it missed, is unknown.
+    const promotedAtFirstSight = this.#term === undefined && promoted;
+    if (replaced || promotedAtFirstSight) startedAt = Math.max(startedAt, now);
     this.#runId = runId;
+    this.#term = term;
     this.#startedAt = startedAt;
     onIdentified(runId);
-    if (replaced) onRestart({ node: this.name, reason: 'run_id changed', uptimeMs: uptimeSeconds * 1000 });
+    if (replaced || promotedAtFirstSight) {
+      onRestart({ node: this.name, reason: replaced ? 'run_id changed' : 'promoted replica', uptimeMs: uptimeSeconds * 1000 });
+    }
   }
 }
 

@@ -440,12 +440,18 @@ export class Redlock extends EventEmitter implements LockEngine {
 
   #onQuarantine(notice: QuarantineNotice): void {
     this.options.logger.warn(
-      `redlock: master ${notice.node} ${notice.reason === 'run_id changed' ? 'was restarted or replaced' : 'started recently'}; ` +
+      `redlock: master ${notice.node} ${QUARANTINE_REASONS[notice.reason]}; ` +
         `its votes do not count for ${Math.ceil(notice.remainingMs)} ms, until every lock it may have forgotten has expired`,
     );
     this.emit('quarantine', notice);
   }
 }
+
+const QUARANTINE_REASONS: Record<QuarantineNotice['reason'], string> = {
+  'run_id changed': 'was restarted or replaced',
+  'recent start': 'started recently',
+  'promoted replica': 'was promoted from a replica (when is unknown, so it may lack live locks)',
+};
 
 function masterFailureReporters(instrumentation: InstrumentationGuard, nodes: () => readonly RedisNode[]) {
   const reporter = (operation: MasterOperation) => (index: number, failure: MasterFailure) =>

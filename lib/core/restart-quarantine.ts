@@ -15,7 +15,8 @@ export interface QuarantineNotice {
 export class RestartQuarantine {
   #longestTtlMs = 0;
   readonly #noticed = new WeakMap<RedisNode, number>();
-  readonly #replaced = new WeakSet<RedisNode>();
+  /** Why a master's identity check found it replaced or promoted, until the notice says so. */
+  readonly #replaced = new WeakMap<RedisNode, NodeRestart['reason']>();
 
   constructor(
     /** A fixed window, or `'max-ttl'` for the longest ttl this engine has used. */
@@ -32,9 +33,9 @@ export class RestartQuarantine {
     return this.window === 'max-ttl' ? this.#longestTtlMs : this.window;
   }
 
-  /** The master's connection found a different server than before (failover, DNS, restart). */
-  replaced(node: RedisNode): void {
-    this.#replaced.add(node);
+  /** The master's connection found a different server than before (failover, DNS, restart), or a promoted replica at first sight. */
+  replaced(node: RedisNode, reason: NodeRestart['reason']): void {
+    this.#replaced.set(node, reason);
   }
 
   /**
@@ -46,7 +47,8 @@ export class RestartQuarantine {
     if (remaining <= 0) return undefined;
     if (this.#noticed.get(node) !== node.startedAt) {
       this.#noticed.set(node, node.startedAt!);
-      const reason = this.#replaced.delete(node) ? 'run_id changed' : 'recent start';
+      const reason = this.#replaced.get(node) ?? 'recent start';
+      this.#replaced.delete(node);
       this.notify({ node: node.name, reason, remainingMs: remaining });
     }
     return Promise.reject(new NodeQuarantinedError(node.name, remaining));

@@ -15,9 +15,9 @@ import { NodeQuarantinedError } from './redis-node.js';
  *   than that reply: votes for that slot wait the
  *   whole window from then. Per slot, so that every slot first seen later does not push the
  *   other slots' wait back.
- * What it cannot see: a failover that happened before this engine first learnt who owned the
- * slot (the baseline is read when the voter is first identified) with the new owner up for
- * longer than the window. A migrated slot (resharding) is quarantined too, needlessly but safely.
+ * - a server already promoted from a replica when this engine first sees it (a failover before
+ *   this process started, at a moment the server does not say) waits the window from then.
+ * A migrated slot (resharding) is quarantined too, needlessly but safely.
  */
 export class ShardQuarantine {
   /** Per hash slot, the master term (server and replication id) that answered for it last. */
@@ -48,8 +48,9 @@ export class ShardQuarantine {
   judge(shard: ShardIdentity, slot: number): NodeQuarantinedError | undefined {
     const now = monotonicNow();
     const window = this.windowMs();
-    const since = this.#since.get(shard.term) ?? this.#firstSeen(shard, now);
     const owner = this.#owners.get(slot);
+    // A server first seen taking a slot over is announced once, as the takeover.
+    const since = this.#since.get(shard.term) ?? this.#firstSeen(shard, now, owner === undefined || owner === shard.term);
     if (owner !== shard.term) {
       this.#owners.set(slot, shard.term);
       if (owner !== undefined) this.#tookOver(shard, slot, now, window);
@@ -74,12 +75,15 @@ export class ShardQuarantine {
     return remaining > 0 ? Math.ceil(remaining) : undefined;
   }
 
-  /** A server answers for the first time: its votes count once it has been up for the window. */
-  #firstSeen(shard: ShardIdentity, now: number): number {
-    const since = now - shard.uptimeMs;
+  /**
+   * A server answers for the first time: its votes count once it has been up for the window, or,
+   * promoted at some unknown moment, once the window has passed since now.
+   */
+  #firstSeen(shard: ShardIdentity, now: number, announce = true): number {
+    const since = shard.promoted ? now : now - shard.uptimeMs;
     this.#since.set(shard.term, since);
-    const remainingMs = this.windowMs() - shard.uptimeMs;
-    if (remainingMs > 0) this.notify({ node: this.#name(shard), reason: 'recent start', remainingMs });
+    const remainingMs = this.windowMs() - (now - since);
+    if (announce && remainingMs > 0) this.notify({ node: this.#name(shard), reason: shard.promoted ? 'promoted replica' : 'recent start', remainingMs });
     return since;
   }
 

@@ -59,7 +59,7 @@ export class VoterAdmission {
   /** Reads who the server behind `node` is, if its connection has not said so yet. */
   identify(node: RedisNode): Promise<void> {
     return node.identify(
-      () => this.quarantine?.replaced(node),
+      (restart) => this.quarantine?.replaced(node, restart.reason),
       (runId) => this.#claim(node, runId),
     );
   }

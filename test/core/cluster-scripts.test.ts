@@ -116,8 +116,11 @@ describe('shared holders scripts, split by hash slot', () => {
   it('has every vote of readers and permits say which server ran it; a release need not', () => {
     for (const script of [SHARED_ACQUIRE_SCRIPT, SHARED_EXTEND_SCRIPT, SHARED_FENCE_SCRIPT]) {
       expect(forCluster(script).source).toContain("redis.call('INFO', 'server')");
-      const who = ['f'.repeat(40), 120, 'e'.repeat(40)];
-      expect(unwrap(script, [1, who])).toEqual({ reply: 1, shard: { runId: who[0], uptimeMs: 120_000, term: `${who[0]}/${who[2]}` } });
+      const who = ['f'.repeat(40), 120, 'e'.repeat(40), -1];
+      expect(unwrap(script, [1, who])).toEqual({ reply: 1, shard: { runId: who[0], uptimeMs: 120_000, term: `${who[0]}/${who[2]}`, promoted: false } });
+      // A promoted server keeps the offset its old replication id ended at; a server without the field never says so.
+      expect(unwrap(script, [1, [...who.slice(0, 3), 5_000]]).shard?.promoted).toBe(true);
+      expect(unwrap(script, [1, who.slice(0, 3)]).shard?.promoted).toBe(false);
     }
     expect(forCluster(SHARED_RELEASE_SCRIPT)).toBe(SHARED_RELEASE_SCRIPT);
   });

@@ -8,10 +8,11 @@ import type { ShardIdentity } from '../../lib/core/cluster-scripts.js';
 // on a clock the test moves. What a real cluster does to it is in test/cluster/.
 
 const WINDOW = 10_000;
-const shard = (id: string, uptimeMs: number, replId = '1'.repeat(40)): ShardIdentity => ({
+const shard = (id: string, uptimeMs: number, replId = '1'.repeat(40), promoted = false): ShardIdentity => ({
   runId: id.repeat(40),
   uptimeMs,
   term: `${id.repeat(40)}/${replId}`,
+  promoted,
 });
 const A = shard('a', 60_000);
 const B = shard('b', 60_000);
@@ -76,4 +77,20 @@ describe('ShardQuarantine', () => {
     vi.advanceTimersByTime(WINDOW);
     expect(shards.judge(againA, 1)).toBeUndefined();
   });
+
+  it('holds back a server already promoted when first seen, for the window from then, whatever its uptime', () => {
+    // A failover before this engine read the slot map: when the replica took over is unknown.
+    const promoted = shard('d', 600_000, '3'.repeat(40), true);
+    shards.learn(new Map([[5, promoted]]));
+    expect(notices).toEqual([expect.objectContaining({ reason: 'promoted replica', remainingMs: WINDOW })]);
+    expect(shards.judge(promoted, 5)).toBeInstanceOf(NodeQuarantinedError);
+    expect(shards.judge(A, 1)).toBeUndefined(); // the other shards vote meanwhile
+    vi.advanceTimersByTime(WINDOW);
+    expect(shards.judge(promoted, 5)).toBeUndefined();
+    // A promoted server taking over a slot this engine saw another own: one notice, the takeover's.
+    const successor = shard('e', 600_000, '4'.repeat(40), true);
+    expect(shards.judge(successor, 1)).toBeInstanceOf(NodeQuarantinedError);
+    expect(notices.slice(1).map((notice) => notice.reason)).toEqual(['run_id changed']);
+  });
 });
+

@@ -126,7 +126,8 @@ describe('a Sentinel failover to a replica that missed a live lock', () => {
     opened.push(...direct);
     const b = new Redlock([keeper, ...direct], { logger: silent, restartQuarantineMs: TTL, nodeTimeoutMs: 20_000 });
     await b.verifyMasters();
-    await expect.poll(async () => (await b.checkMasters()).available, { timeout: TTL + 10_000, interval: 200 }).toBe(true);
+    // Every voter counts, the Sentinel one too: its master, promoted by the test above, is quarantined at first sight.
+    await expect.poll(async () => (await b.checkMasters()).masters.every((master) => master.votes), { timeout: TTL + 10_000, interval: 200 }).toBe(true);
 
     const oldMaster = group.masterIndex;
     await group.holdReplication();
@@ -147,6 +148,47 @@ describe('a Sentinel failover to a replica that missed a live lock', () => {
     expect(held.remainingMs()).toBeGreaterThan(0);
     await held.release();
     a.close();
+    await group.restartAsReplica(oldMaster);
+  }, 60_000);
+});
+
+describe('a Sentinel failover that happened before the engine first reached the voter', () => {
+  // The promoted server's uptime says nothing of when it took over: an engine that first meets
+  // it already promoted (a deployment right after a failover) must not count it for the window,
+  // even though it has been up for longer than that.
+  it('does not count the promoted master for the window; without the check a new engine gets a live lock', async () => {
+    const [viaSentinel, first] = await voters();
+    const a = new Redlock([viaSentinel!, first!, await deadMaster()], { ...FRESH_FLEET, logger: silent, nodeTimeoutMs: 2_000 });
+    await a.verifyMasters();
+    await group.holdReplication();
+    const held = await a.acquire(RESOURCE, TTL);
+    const oldMaster = group.masterIndex;
+    const [replica] = group.replicaIndexes();
+    await group.kill(oldMaster);
+    const promoted = await group.failover();
+    expect(promoted).toBe(replica);
+    expect(await group.direct(promoted).exists(`redlock:${RESOURCE}`)).toBe(0);
+    // Older than the window, so that its uptime alone would let it vote at once.
+    const windowMs = 5_000;
+    const uptime = async () => Number(/uptime_in_seconds:(\d+)/.exec(await group.direct(promoted).info('server'))?.[1]);
+    await expect.poll(uptime, { timeout: 20_000, interval: 200 }).toBeGreaterThan(windowMs / 1000 + 1);
+    const replication = await group.direct(promoted).info('replication');
+    expect(replication).toMatch(/^second_repl_offset:\d+/m);
+
+    // Created after the failover: it never knew the old master.
+    const late = await engine({ restartQuarantineMs: windowMs });
+    const notices: QuarantineNotice[] = [];
+    late.redlock.on('quarantine', (notice: QuarantineNotice) => notices.push(notice));
+    const attempt = await late.redlock.tryAcquire(RESOURCE, TTL).catch((error: unknown) => error);
+    expect(held.remainingMs()).toBeGreaterThan(0);
+    expect(attempt === null || attempt instanceof QuorumUnreachableError || attempt instanceof LockHeldError).toBe(true);
+    const status = await late.redlock.checkMasters();
+    expect(status.masters[0]!.quarantinedForMs).toBeGreaterThan(0);
+    expect(notices.map((n) => `${n.node} ${n.reason}`)).toContain(`${late.redlock.nodes[0]!.name} promoted replica`);
+
+    await held.release();
+    a.close();
+    late.redlock.close();
     await group.restartAsReplica(oldMaster);
   }, 60_000);
 });
