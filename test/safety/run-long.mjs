@@ -35,6 +35,8 @@ const ORDER = [
   'paused-master-read-write',
   'latency-semaphore',
   'latency-read-write',
+  'paused-holder-semaphore',
+  'paused-holder-read-write',
   'dropped-replies-semaphore',
   'dropped-replies-read-write',
   'script-flush-restart-semaphore',
