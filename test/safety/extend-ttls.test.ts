@@ -26,8 +26,12 @@ const EPISODE_MS = 1_200;
 /** Healthy masters between episodes: slow rounds that split the votes leave little progress. */
 const CALM_MS = 700;
 const SHORT_MS = 5_000;
-/** Scheduling noise allowed between the engine's clock reads and the worker's (a 2-core CI box). */
-const VALIDITY_SLACK_MS = 100;
+/**
+ * Scheduling noise allowed between the engine's clock reads and the worker's (a 2-core CI box):
+ * a double-load run had a read-write worker descheduled 164 ms between its invoke event and the
+ * engine's round (the engine counts validity from its own round start, which is later).
+ */
+const VALIDITY_SLACK_MS = 250;
 
 type Episode = 'slow' | 'slow+paused' | 'slow+killed';
 const EPISODES: readonly Episode[] = ['slow', 'slow+paused', 'slow+killed'];

@@ -2,7 +2,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { expect, it } from 'vitest';
 import { failures, runFor, timeoutFor } from './support/safety-run.js';
 import { scenarioFixture } from './support/scenario-fixture.js';
-import { attempts, durationMs, expectSharing, KINDS, loopWorker, range, shuffled, tally } from './support/scenario-kit.js';
+import { checkHistory } from './support/checker.js';
+import { attempts, durationMs, KINDS, loopWorker, range, sharedAtOnce, shuffled, tally } from './support/scenario-kit.js';
 
 // 200 ms of latency (each way) on 2 of 5 masters. Workers take the lock one round at a time
 // (tryAcquire), with a node timeout long enough that a slow master is waited for whenever the
@@ -87,7 +88,10 @@ for (const kind of KINDS) {
     const failed = all.filter((a) => a.end?.phase === 'fail').map((a) => (a.end!.error?.includes('validity') ? 'too slow for its ttl' : a.end!.code ?? '?'));
     scenario.expect('acquires that failed say why', true, tally(failed));
 
-    expectSharing(scenario, kind);
+    // Not a condition here: 3 workers trying one round at a time seldom hold one resource together
+    // (none did in a double-load CI run); what this scenario tests is validity, for every kind.
+    const { what, most } = sharedAtOnce(kind, checkHistory(scenario.history.events()).holds);
+    if (kind.shared) scenario.expect(`${what} held together: at most ${most} at once on one resource`, true);
     const result = await scenario.finish({ validitySlackMs: VALIDITY_SLACK_MS });
     expect(failures(result)).toBe('');
   }, timeoutFor(SHORT_MS));
