@@ -1,4 +1,5 @@
 import type { Lock, Redlock } from '../../../lib/core/index.js';
+import type { CycleShape } from './cycle-shape.js';
 import { now, nsFromMs } from './history.js';
 import type { SafetyRun } from './safety-run.js';
 
@@ -16,11 +17,12 @@ export class LocalHolder {
     readonly proc: string,
   ) {}
 
-  async acquire(resource: string, ttl: number, waitTimeoutMs: number): Promise<Lock> {
+  /** The lock itself, or with `shape` a writer (`mode: 'write'`) or a permit (`limit`). */
+  async acquire(resource: string, ttl: number, waitTimeoutMs: number, shape: CycleShape = {}): Promise<Lock> {
     const id = `${this.proc}:${++this.#ops}`;
     this.#record({ op: 'acquire', phase: 'invoke', id, resource, ttl });
     try {
-      const lock = await this.redlock.acquire(resource, ttl, { fencing: true, waitTimeoutMs });
+      const lock = await this.redlock.acquire(resource, ttl, { ...shape, fencing: true, waitTimeoutMs });
       const remaining = lock.remainingMs();
       this.#record({
         op: 'acquire',
@@ -32,6 +34,8 @@ export class LocalHolder {
         fence: lock.fence,
         validUntil: now() + nsFromMs(remaining),
         driftFactor: this.redlock.options.driftFactor,
+        ...(lock.mode === 'read' ? { mode: 'read' as const } : {}),
+        ...(lock.limit > 1 ? { limit: lock.limit } : {}),
       });
       return lock;
     } catch (error) {
