@@ -159,4 +159,15 @@ export function inFlight(round: RoundResult | undefined, index: number): Promise
   return round!.requests[index]!.then(noop, noop);
 }
 
+/**
+ * Whether node `index` refused `round`: every acquire script refuses before it writes anything
+ * (a take's SET NX, the scripts' grants), so a failed attempt has nothing to clean up there.
+ */
+export function refusedAt(round: RoundResult, index: number): boolean {
+  return round.outcomes[index]?.status === 'refused';
+}
+
+/** The reply of a release not sent to a master that refused: nothing freed there. */
+export const NOTHING_FREED: Promise<number> = Promise.resolve(0);
+
 function noop(): void {}

@@ -19,7 +19,7 @@ import { LocalHandOver, lineOf } from './local-hand-over.js';
 import { LocalQueue } from './local-queue.js';
 import { QueueEntries } from './queue-entries.js';
 import { ReleaseWakeups } from './release-wakeups.js';
-import { roundFailure } from './round-failure.js';
+import { roundFailure, type Behind } from './round-failure.js';
 import { RestartQuarantine, type QuarantineNotice } from './restart-quarantine.js';
 import { VoterAdmission, type DuplicateMaster } from './voter-admission.js';
 import { Waiter } from './waiter.js';
@@ -182,11 +182,15 @@ export class Redlock extends EventEmitter implements LockEngine {
     const predecessorFoundNoQuorum = first ? false : await this.#joinLocalLine(line, list, options.signal, waits ? wait.waitTimeoutMs : 0, observer);
     // Only a caller that will wait takes a place in the masters' queues: an entry of one that will
     // not come back would stand ahead of real waiters, and stretch every Retry-After behind it.
-    const waiter = new Waiter(waits, this.#wakeups, keys, wait, options.signal);
+    const waiter = new Waiter(waits, this.#wakeups, keys, wait, options.signal, this.quorum);
     let attempt = 0;
     // Behind a caller that just found no quorum, one round is enough to confirm the outage.
     let unreachableRounds = predecessorFoundNoQuorum ? UNREACHABLE_RETRIES : 0;
     let foundNoQuorum = false;
+    /** The last failed attempt's cleanup: a caller that gives up waits for it, so it leaves nothing behind. */
+    let cleanup: Promise<void> | undefined;
+    /** Where that cleanup waits for a straggler: the next attempt's requests there go behind it. */
+    let behind: Behind | undefined;
     try {
       for (;;) {
         attempt++;
@@ -204,10 +208,13 @@ export class Redlock extends EventEmitter implements LockEngine {
           }
           if (waiter.handed) return acquired(observer, waiter.handed);
         }
+        const previous = behind;
         const result = exclusive
-          ? await this.#exclusive.attempt(list, keys, ttlMs, attempt, fencing, waiter, uncontended && attempt === 1, observer)
-          : await this.#shared.attempt(list, keys, ttlMs, attempt, fencing, waiter, kind, observer);
+          ? await this.#exclusive.attempt(list, keys, ttlMs, attempt, fencing, waiter, uncontended && attempt === 1, observer, previous)
+          : await this.#shared.attempt(list, keys, ttlMs, attempt, fencing, waiter, kind, observer, previous);
         if ('lock' in result) return acquired(observer, result.lock);
+        cleanup = result.cleanup;
+        behind = result.behind;
         const left = giveUpAt - monotonicNow();
         if (!result.retryable) unreachableRounds++;
         const retryable = result.retryable || unreachableRounds <= UNREACHABLE_RETRIES;
@@ -231,6 +238,7 @@ export class Redlock extends EventEmitter implements LockEngine {
         if (waiter.handed) return acquired(observer, waiter.handed);
       }
     } catch (error) {
+      await cleanup;
       observer?.failed(error, waits);
       throw error;
     } finally {

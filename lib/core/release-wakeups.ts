@@ -11,8 +11,8 @@ const LINGER_MS = 1_000;
 /** How long a waiter waits for a master to confirm a subscription before relying on its timer. */
 const SUBSCRIBE_WAIT_MS = 100;
 
-/** Called with the id of the waiter whose turn it is, or '' for anyone. */
-type Listener = (nextWaiter: string) => void;
+/** Called with the id of the waiter whose turn it is, or '' for anyone, and which master (its index) said so. */
+type Listener = (nextWaiter: string, master: number) => void;
 
 /** Where the masters name this process's queue heads: "<waiter id> <lock key>" (see handOn). */
 const PROCESS_CHANNEL = WAKE_CHANNEL_PREFIX + PROCESS_ID;
@@ -27,6 +27,8 @@ const PROCESS_CHANNEL = WAKE_CHANNEL_PREFIX + PROCESS_ID;
 export class ReleaseWakeups {
   readonly #subscribers = new Map<RedisNode, Subscriber>();
   readonly #listeners = new Map<string, Set<Listener>>();
+  /** Channels listened to whose SUBSCRIBE has not been sent yet (see register). */
+  readonly #unsubscribed = new Set<string>();
   /** Channels nobody listens to any more, still subscribed until the linger timer runs out. */
   readonly #lingering = new Set<string>();
   /** Channels whose SUBSCRIBE is still on its way, and the promise that settles with it. */
@@ -42,13 +44,36 @@ export class ReleaseWakeups {
    * (short of a lost message). Returns the function that stops listening.
    */
   async listen(channels: readonly string[], onRelease: Listener): Promise<() => void> {
-    const added: string[] = [];
+    const listening = this.register(channels, onRelease);
+    await listening.subscribed();
+    return listening.stop;
+  }
+
+  /**
+   * Whether every master would now deliver a message naming one of this process's waiters: its
+   * subscriber is connected and has confirmed this process's channel. A listener registered
+   * while this holds hears every release by name published after that, with no SUBSCRIBE of its own.
+   */
+  get namesReachUs(): boolean {
+    if (this.#subscribers.size < this.nodes.length) return false;
+    for (const subscriber of this.#subscribers.values()) if (!subscriber.joinedNow) return false;
+    return true;
+  }
+
+  /**
+   * `listen` in two steps: the listener is in place at once (no round trip), to hear releases
+   * by name from then on; `subscribed()` sends the channels' SUBSCRIBE (for the broadcasts of
+   * queues that died) and settles as `listen` does.
+   */
+  register(channels: readonly string[], onRelease: Listener): { stop: () => void; subscribed: () => Promise<void> } {
     for (const channel of channels) {
       let set = this.#listeners.get(channel);
       if (!set) {
         set = new Set();
         this.#listeners.set(channel, set);
-        added.push(channel);
+        // Still subscribed from a waiter that just left: no new SUBSCRIBE (under steady contention
+        // one key is waited for again and again).
+        if (!this.#lingering.delete(channel)) this.#unsubscribed.add(channel);
       }
       set.add(onRelease);
     }
@@ -58,14 +83,17 @@ export class ReleaseWakeups {
         const set = this.#listeners.get(channel);
         if (set?.delete(onRelease) && set.size === 0) {
           this.#listeners.delete(channel);
-          removed.push(channel);
+          // Never subscribed: nothing to undo.
+          if (!this.#unsubscribed.delete(channel)) removed.push(channel);
         }
       }
       if (removed.length > 0) this.#unsubscribeLater(removed);
     };
-    // Channels still subscribed from a waiter that just left need no new SUBSCRIBE: under steady
-    // contention one key is waited for again and again.
-    const fresh = added.filter((channel) => !this.#lingering.delete(channel));
+    return { stop, subscribed: () => this.#subscribe(channels) };
+  }
+
+  async #subscribe(channels: readonly string[]): Promise<void> {
+    const fresh = channels.filter((channel) => this.#unsubscribed.delete(channel));
     if (fresh.length > 0 && !this.#closed) {
       const subscribed = Promise.all(this.nodes.map((node) => this.#subscriber(node).subscribe(fresh))).then(() => undefined);
       for (const channel of fresh) this.#subscribing.set(channel, subscribed);
@@ -78,7 +106,6 @@ export class ReleaseWakeups {
     // before the subscription is in place would reach neither.
     const pending = new Set(channels.map((channel) => this.#subscribing.get(channel)).filter((p) => p !== undefined));
     if (pending.size > 0) await Promise.all(pending);
-    return stop;
   }
 
   #unsubscribeLater(channels: string[]): void {
@@ -104,6 +131,7 @@ export class ReleaseWakeups {
   #subscriber(node: RedisNode): Subscriber {
     let subscriber = this.#subscribers.get(node);
     if (!subscriber) {
+      const master = this.nodes.indexOf(node);
       subscriber = new Subscriber(node.client, (channel, message) => {
         let key = channel;
         let next = message;
@@ -113,7 +141,7 @@ export class ReleaseWakeups {
           key = message.slice(space + 1);
         }
         const set = this.#listeners.get(key);
-        if (set) for (const listener of [...set]) listener(next);
+        if (set) for (const listener of [...set]) listener(next, master);
       });
       this.#subscribers.set(node, subscriber);
     }
@@ -125,6 +153,7 @@ class Subscriber {
   readonly #connection: Redis;
   /** Subscribed, or subscribing, to this process's channel. */
   #joined = false;
+  #joinConfirmed = false;
 
   constructor(client: Redis, onMessage: (channel: string, message: string) => void) {
     // A connection of its own: a subscribed connection can run nothing else, and auto-pipelining
@@ -135,6 +164,11 @@ class Subscriber {
     this.#connection.on('message', onMessage);
     // Failures surface as missed wake-ups, which the waiters' fallback timers cover.
     this.#connection.on('error', () => {});
+  }
+
+  /** This process's channel is confirmed and the connection up: messages naming our waiters arrive. */
+  get joinedNow(): boolean {
+    return this.#joinConfirmed && this.#connection.status === 'ready';
   }
 
   async subscribe(channels: string[]): Promise<void> {
@@ -148,7 +182,9 @@ class Subscriber {
     // A master that is down cannot wake anyone, and the fallback timer covers it: wait for the
     // confirmation only briefly, and let the queued SUBSCRIBE land when the master comes back.
     const confirmed = this.#connection.subscribe(...channels).then(
-      () => undefined,
+      () => {
+        if (joining) this.#joinConfirmed = true;
+      },
       () => {
         if (joining) this.#joined = false;
       },

@@ -5,11 +5,11 @@ import type { GuardedAcquire } from './instrumentation-guard.js';
 import { describeKind, markerOf, type LockKind } from './lock-kind.js';
 import { Lock } from './lock.js';
 import { grantedIfOne, grantedIfPositive, QUEUE_ENTRY_STAY_MS } from './lua-scripts.js';
-import { inFlight, type RoundResult } from './quorum-round.js';
+import { inFlight, NOTHING_FREED, refusedAt, type RoundResult } from './quorum-round.js';
 import type { RedisNode } from './redis-node.js';
 import { replicaWait } from './replica-acks.js';
 import { AckedReply } from './replica-acks.js';
-import { roundFailure, type RoundFailure } from './round-failure.js';
+import { bothBehind, roundFailure, sendBehind, type Behind, type RoundFailure } from './round-failure.js';
 import {
   readSharedReply,
   SHARED_ACQUIRE_SCRIPT,
@@ -50,13 +50,20 @@ export class SharedHolds {
     waiter: Waiter,
     kind: LockKind,
     observer: GuardedAcquire | undefined,
+    /** The previous attempt's cleanups that the requests of this one must follow. */
+    previous?: Behind,
   ): Promise<{ lock: Lock } | RoundFailure> {
-    const first = await this.#try(resources, keys, ttlMs, attempt, fencing, waiter, kind, observer, []);
-    // Masters that disagreed on the slot: once more at once, asking for the slot free on most of them.
+    const first = await this.#try(resources, keys, ttlMs, attempt, fencing, waiter, kind, observer, [], previous);
+    // Masters that disagreed on the slot: once more at once, asking for the slot free on most of
+    // them (behind the first try's cleanup on every connection).
     if (!('preferred' in first)) return first;
-    const second = await this.#try(resources, keys, ttlMs, attempt, fencing, waiter, kind, observer, first.preferred);
+    const second = await this.#try(resources, keys, ttlMs, attempt, fencing, waiter, kind, observer, first.preferred, bothBehind(previous, first.behind));
     // A second try never asks to prefer again: it ends in a lock or a failure.
-    return 'preferred' in second ? { error: new LockHeldError(resources, [], attempt, 0), retryable: true } : second;
+    if ('lock' in second) return second;
+    const cleanup = Promise.all([first.cleanup, second.cleanup]).then(() => undefined);
+    const behind = bothBehind(first.behind, second.behind);
+    if ('preferred' in second) return { error: new LockHeldError(resources, [], attempt, 0), retryable: true, cleanup, behind };
+    return { ...second, cleanup, behind };
   }
 
   async #try(
@@ -69,7 +76,8 @@ export class SharedHolds {
     kind: LockKind,
     observer: GuardedAcquire | undefined,
     preferred: readonly string[],
-  ): Promise<{ lock: Lock } | RoundFailure | { preferred: string[] }> {
+    previous: Behind | undefined,
+  ): Promise<{ lock: Lock } | RoundFailure | { preferred: string[]; cleanup: Promise<void>; behind: Behind }> {
     const { names, options, quorum } = this.rounds;
     const token = newToken();
     const start = monotonicNow();
@@ -95,7 +103,10 @@ export class SharedHolds {
         }
         return reply;
       });
-    let round = await this.rounds.round(ttlMs, sharedVote(n), send, 'acquire');
+    waiter.beforeRound();
+    let round = await this.rounds.round(ttlMs, sharedVote(n), sendBehind(previous, send), 'acquire');
+    /** The grant round itself, not the fence round: what a cleanup must follow and may skip. */
+    const asked = round;
     if (round.refused > 0) waiter.enlisted = true;
     const agreed = agreedSlots(round, grants);
     let fence: number | undefined;
@@ -118,15 +129,19 @@ export class SharedHolds {
       if (slots) this.#dropOtherSlots(resources, keys, token, kind, round, grants, agreed.slots);
       return { lock };
     }
-    await this.release(resources, keys, token, kind, undefined, ttlMs, round, '');
+    // Wherever it did not refuse, behind the grant requests still in flight; not awaited: the
+    // next try goes out behind it on every connection.
+    const behind: (Promise<unknown> | undefined)[] = [];
+    const cleanup = this.release(resources, keys, token, kind, undefined, ttlMs, asked, '', { round: asked, behind }).then(() => undefined);
+    if (mismatch) await cleanup;
     throwMismatch(mismatch, resources, kind, () => this.rounds.leave(resources, waiter));
     // A majority granted, but not the same slots: a split, not a refusal.
     if (agreed.count < quorum && round.granted >= quorum) {
-      if (preferred.length === 0) return { preferred: mostFree(grants, n) };
+      if (preferred.length === 0) return { preferred: mostFree(grants, n), cleanup, behind };
       // Still split: another round soon (the masters' states converge as holders come and go).
-      return { error: split(resources, round, grants, agreed.slots, attempt), retryable: true };
+      return { error: split(resources, round, grants, agreed.slots, attempt), retryable: true, cleanup, behind };
     }
-    return roundFailure(resources, round, quorum, left, attempt);
+    return { ...roundFailure(resources, round, quorum, left, attempt), cleanup, behind };
   }
 
   /**
@@ -175,12 +190,21 @@ export class SharedHolds {
     ttlMs: number,
     scriptRound: RoundResult | undefined,
     waiterId: string,
+    /**
+     * The failed attempt being cleaned up: masters that refused it hold nothing of it; `behind`
+     * receives, per master, the cleanup that waits for a straggler (see Behind).
+     */
+    failed?: { round: RoundResult; behind: (Promise<unknown> | undefined)[] },
   ): Promise<RoundResult> {
     const { keys: scriptKeys, args } = this.#releaseRequest(resources, keys, token, kind, slots, waiterId);
-    const release = (node: RedisNode) => node.run(SHARED_RELEASE_SCRIPT, scriptKeys, args);
+    const release = (node: RedisNode, index: number) =>
+      failed && refusedAt(failed.round, index) ? NOTHING_FREED : node.run(SHARED_RELEASE_SCRIPT, scriptKeys, args);
     const send = (node: RedisNode, index: number) => {
       const pending = inFlight(scriptRound, index);
-      return pending ? pending.then(() => release(node)) : release(node);
+      if (!pending) return release(node, index);
+      const later = pending.then(() => release(node, index));
+      if (failed) failed.behind[index] = later;
+      return later;
     };
     return this.rounds.round(ttlMs, grantedIfPositive, send, 'release');
   }

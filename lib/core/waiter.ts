@@ -8,6 +8,12 @@ import { PROCESS_ID } from './token.js';
 let sequence = 0;
 
 /**
+ * After the first master names this waiter, how long at least it waits for the others it needs
+ * before it tries anyway (see #named).
+ */
+const MIN_WAKE_SPREAD_MS = 1;
+
+/**
  * One acquire call's place in line: the identity and ticket it queues under on every master,
  * and the pause between its rounds. While the lock is held it sleeps until a release names it
  * (or anyone), with a fallback timer for a crashed holder or a lost message; masters in restart
@@ -25,7 +31,18 @@ export class Waiter {
   #woken = false;
   #wake: (() => void) | undefined;
   #stopListening: (() => void) | undefined;
+  #subscribed: (() => Promise<void>) | undefined;
   #listening = false;
+  #subscribedOnce = false;
+  /** Listening since before the round that first queued this waiter, on masters that all deliver to this process. */
+  #heardSinceRound = false;
+  /** The masters that named this waiter since its last round began. */
+  readonly #wokenBy = new Set<number>();
+  /** How many must, before it tries: a quorum, or as many as refused it (only those queued it). */
+  #wakesNeeded = 1;
+  #spreadTimer: NodeJS.Timeout | undefined;
+  #roundStartedAt = -1;
+  #lastRoundMs = 0;
 
   constructor(
     queues: boolean,
@@ -33,6 +50,7 @@ export class Waiter {
     private readonly channels: readonly string[],
     private readonly wait: Required<WaitOptions>,
     private readonly signal: AbortSignal | undefined,
+    private readonly quorum = 1,
   ) {
     sequence = (sequence + 1) % 1_000_000;
     this.id = queues ? `${PROCESS_ID}:${sequence}` : '';
@@ -54,13 +72,16 @@ export class Waiter {
       });
       return;
     }
-    if (!this.#listening) {
-      this.#listening = true;
-      this.#stopListening = await this.wakeups.listen(this.channels, (next) => {
-        if (next === '' || next === this.id) this.#woken = true;
-        if (this.#woken) this.#wake?.();
-      });
-      return;
+    this.#wakesNeeded = Math.max(1, Math.min(this.quorum, error.refusedBy.length));
+    if (this.#roundStartedAt >= 0) this.#lastRoundMs = performance.now() - this.#roundStartedAt;
+    if (!this.#subscribedOnce) {
+      this.#subscribedOnce = true;
+      if (!this.#listening) this.#listen();
+      await this.#subscribed!();
+      // Listening since before the round that queued us, with every master's messages by name
+      // reaching this process: no release that names us can have been missed. Otherwise one
+      // may have come before we listened: try again at once.
+      if (!this.#heardSinceRound) return;
     }
     const fallback = (error.retryAfterMs ?? this.wait.retryDelayMs) + Math.random() * this.wait.retryJitterMs;
     await this.#sleepUntilWoken(Math.min(leftMs, fallback));
@@ -79,6 +100,24 @@ export class Waiter {
   wakeNow(): void {
     this.#woken = true;
     this.#wake?.();
+  }
+
+  /**
+   * Called just before a round that may queue this waiter: it starts listening now (no round
+   * trip), so that a release naming it right after the round cannot go unheard.
+   */
+  beforeRound(): void {
+    this.#roundStartedAt = performance.now();
+    if (!this.wakeups || this.id === '' || this.#listening) return;
+    this.#heardSinceRound = this.wakeups.namesReachUs;
+    this.#listen();
+  }
+
+  #listen(): void {
+    this.#listening = true;
+    const { stop, subscribed } = this.wakeups!.register(this.channels, (next, master) => this.#named(next, master));
+    this.#stopListening = stop;
+    this.#subscribed = subscribed;
   }
 
   /** A lock another caller of this process handed over while we slept, if any. */
@@ -100,6 +139,30 @@ export class Waiter {
 
   close(): void {
     this.#stopListening?.();
+    clearTimeout(this.#spreadTimer);
+  }
+
+  /**
+   * A master released the lock and named this waiter (or anyone). A release reaches the masters
+   * one by one: a waiter that tried at the first message would find the lock still held where
+   * the release has not landed yet, and fail its round. So it tries once as many masters as its
+   * round needs have named it, or at the latest as long after the first as its last round took
+   * (about how far apart the masters' answers come): the others may have no queue entry of it,
+   * or their message may be lost.
+   */
+  #named(next: string, master: number): void {
+    if (next !== '' && next !== this.id) return;
+    this.#wokenBy.add(master);
+    if (this.#wokenBy.size >= this.#wakesNeeded) {
+      this.#woken = true;
+      this.#wake?.();
+    } else if (this.#wokenBy.size === 1) {
+      clearTimeout(this.#spreadTimer);
+      this.#spreadTimer = setTimeout(() => {
+        this.#woken = true;
+        this.#wake?.();
+      }, Math.max(MIN_WAKE_SPREAD_MS, this.#lastRoundMs));
+    }
   }
 
   /**
@@ -131,5 +194,9 @@ export class Waiter {
       }
     }
     this.#woken = false;
+    // A round begins: wake-ups count afresh from here.
+    this.#wokenBy.clear();
+    clearTimeout(this.#spreadTimer);
+    this.#spreadTimer = undefined;
   }
 }

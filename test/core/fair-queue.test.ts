@@ -9,6 +9,7 @@ import {
   TAKE_SCRIPT,
   WAKE_CHANNEL_PREFIX,
 } from '../../lib/core/lua-scripts.js';
+import { SHARED_ACQUIRE_SCRIPT, SHARED_RELEASE_SCRIPT } from '../../lib/core/shared-scripts.js';
 import { connectMasters, disconnectAll, keysOn, separateEngine, watchCalls } from '../support/masters.js';
 import { RedisFleet } from '../support/redis-fleet.js';
 
@@ -248,5 +249,50 @@ describe('requests of one tick', () => {
     expect(log.at(-1)).toBe('take redlock:order-d');
     const locks = [await first, ...(await Promise.all(later))];
     for (const lock of locks) if (lock && 'token' in lock) await lock.release();
+  });
+});
+
+describe("a waiter's rounds", () => {
+  it('a refused attempt sends its cleanup only where it was not refused', async () => {
+    const a = await engine();
+    const b = await engine();
+    const held = await a.redlock.acquire('refused-everywhere', 10_000);
+    const counts = b.clients.map(countRequests);
+    // A plain SET NX, then the acquire script (a fenced try): refused by every master both times.
+    expect(await b.redlock.tryAcquire('refused-everywhere', 10_000)).toBeNull();
+    expect(await b.redlock.tryAcquire('refused-everywhere', 10_000, { fencing: true })).toBeNull();
+    // No release was sent, so none can still be on its way: the counts are final.
+    expect(counts.map((count) => ({ ...count }))).toEqual(b.clients.map(() => ({ takes: 2, releases: 0 })));
+    await held.release();
+  });
+
+  it('a waiter listening before its round sleeps until a quorum of masters names it: one refused round, one that wins', async () => {
+    const a = await engine();
+    const b = await engine();
+    // A first wait in b's process joins its channel on every master; from then on a waiter listens before its round.
+    const warm = await a.redlock.acquire('warm-up', 10_000);
+    const warming = b.redlock.acquire('warm-up', 10_000, { waitTimeoutMs: 20_000 });
+    await enlisted(a.clients, 'warm-up');
+    await warm.release();
+    await (await warming).release();
+
+    // A semaphore: every round is the script, so each is counted the same way on every master.
+    const permits = [await a.redlock.acquire('wake-quorum', 10_000, { limit: 2 }), await a.redlock.acquire('wake-quorum', 10_000, { limit: 2 })];
+    const rounds = b.clients.map((client) => {
+      const count = { value: 0 };
+      watchCalls(client, 'evalsha', ([sha]) => {
+        if (sha === SHARED_ACQUIRE_SCRIPT.sha) count.value++;
+      });
+      return count;
+    });
+    const waiting = b.redlock.acquire('wake-quorum', 10_000, { limit: 2, waitTimeoutMs: 20_000 });
+    await enlisted(a.clients, 'wake-quorum');
+    // The holders keep both permits a while: a waiter that retried at once (it did, before it
+    // listened ahead of its round) would have sent a second round by now.
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    await permits[0]!.release();
+    const permit = await waiting;
+    expect(rounds.map((count) => count.value)).toEqual(b.clients.map(() => 2));
+    await Promise.all([permit.release(), permits[1]!.release()]);
   });
 });

@@ -92,11 +92,14 @@ describe('a majority of masters down', () => {
     const errors = await Promise.all(waiters);
     expect(errors.every((e) => e instanceof QuorumUnreachableError)).toBe(true);
     // The head of the line tries three rounds (a blip is worth two retries), each waiter behind it
-    // one; every round is an acquire plus the cleanup release on each live master.
-    await expect.poll(() => sent.map((count) => ({ ...count }))).toEqual([
-      { acquires: 3 + 19, releases: 3 + 19 },
-      { acquires: 3 + 19, releases: 3 + 19 },
-    ]);
+    // one. A round's cleanup goes only where it may have been granted (not where it was refused,
+    // for example by the key of a round before it whose cleanup had not landed yet), and in the
+    // end no key is left.
+    await expect.poll(() => sent.map((count) => count.acquires)).toEqual([3 + 19, 3 + 19]);
+    await expect.poll(async () => (await keysOn(alive)).flat().filter((key) => key.startsWith('redlock:'))).toEqual([]);
+    // The first round was granted by both live masters; the others, maybe not.
+    for (const count of sent) expect(count.releases).toBeGreaterThanOrEqual(1);
+    for (const count of sent) expect(count.releases).toBeLessThanOrEqual(3 + 19);
   });
 
   it('is live again once the masters come back', async () => {
