@@ -9,7 +9,7 @@ import type { QueueEntries } from './queue-entries.js';
 import { inFlight, NOTHING_FREED, refusedAt, type RoundResult } from './quorum-round.js';
 import type { RedisNode } from './redis-node.js';
 import { replicaWait } from './replica-acks.js';
-import { roundFailure, sendBehind, type Behind, type RoundFailure } from './round-failure.js';
+import { roundFailure, sendBehind, settled, type Behind, type RoundFailure } from './round-failure.js';
 import { throwMismatch } from './shared-holds.js';
 import { mismatchWatch } from './shared-scripts.js';
 import { newToken } from './token.js';
@@ -95,7 +95,7 @@ export class ExclusiveHolds {
     // Timed-out requests may still be applied, and a late grant may land on any node: clean
     // wherever it did not refuse, behind a scripted acquire only once it has finished (see
     // release). Not awaited: the next round goes out behind it on every connection.
-    const behind: (Promise<unknown> | undefined)[] = [];
+    const behind: (Promise<void> | undefined)[] = [];
     const cleanup = this.release(resources, keys, token, ttlMs, plain ? undefined : asked, '', { round: asked, behind }).then(() => undefined);
     const found = mismatch?.found();
     if (found) await cleanup;
@@ -126,7 +126,7 @@ export class ExclusiveHolds {
      * The failed attempt being cleaned up: masters that refused it hold nothing of it; `behind`
      * receives, per master, the cleanup that waits for a straggler (see Behind).
      */
-    failed?: { round: RoundResult; behind: (Promise<unknown> | undefined)[] },
+    failed?: { round: RoundResult; behind: (Promise<void> | undefined)[] },
   ): Promise<RoundResult> {
     const { admission, entries } = this.rounds;
     const request = { keys, queueKeys: entries.keys(resources), token, waiterId };
@@ -137,7 +137,7 @@ export class ExclusiveHolds {
       const pending = inFlight(scriptRound ?? failed?.round, index);
       if (pending) {
         const later = pending.then(() => release(node, index));
-        if (failed) failed.behind[index] = later;
+        if (failed) failed.behind[index] = settled(later);
         return later;
       }
       // A take still waiting to learn who its master is has not been sent: go out behind it.

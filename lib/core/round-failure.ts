@@ -21,7 +21,18 @@ export interface RoundFailure {
  * request to answer first). A cleanup sent at once needs no entry: the next request on that
  * master's connection queues behind it anyway.
  */
-export type Behind = readonly (Promise<unknown> | undefined)[];
+export type Behind = readonly (Promise<void> | undefined)[];
+
+/**
+ * Settles when `request` does, and never rejects: what a later request waits for. A failed
+ * cleanup is the round's to report; a rejection here, with nobody left to listen (the caller
+ * got its lock or gave up), would be unhandled and end the process.
+ */
+export function settled(request: Promise<unknown>): Promise<void> {
+  return request.then(noop, noop);
+}
+
+function noop(): void {}
 
 /** `send`, for master `index`, once what it must follow there has settled (at once when nothing). */
 export function sendBehind<T>(
@@ -32,7 +43,7 @@ export function sendBehind<T>(
   return (node, index) => {
     const prior = behind[index];
     const go = () => send(node, index);
-    return prior ? prior.then(go, go) : go();
+    return prior ? prior.then(go) : go();
   };
 }
 
@@ -41,7 +52,7 @@ export function bothBehind(first: Behind | undefined, second: Behind | undefined
   if (!first) return second;
   if (!second) return first;
   return Array.from({ length: Math.max(first.length, second.length) }, (_, i) =>
-    first[i] && second[i] ? Promise.all([first[i], second[i]]) : (first[i] ?? second[i]),
+    first[i] && second[i] ? Promise.all([first[i], second[i]]).then(noop) : (first[i] ?? second[i]),
   );
 }
 

@@ -9,7 +9,7 @@ import { inFlight, NOTHING_FREED, refusedAt, type RoundResult } from './quorum-r
 import type { RedisNode } from './redis-node.js';
 import { replicaWait } from './replica-acks.js';
 import { AckedReply } from './replica-acks.js';
-import { bothBehind, roundFailure, sendBehind, type Behind, type RoundFailure } from './round-failure.js';
+import { bothBehind, roundFailure, sendBehind, settled, type Behind, type RoundFailure } from './round-failure.js';
 import {
   readSharedReply,
   SHARED_ACQUIRE_SCRIPT,
@@ -131,7 +131,7 @@ export class SharedHolds {
     }
     // Wherever it did not refuse, behind the grant requests still in flight; not awaited: the
     // next try goes out behind it on every connection.
-    const behind: (Promise<unknown> | undefined)[] = [];
+    const behind: (Promise<void> | undefined)[] = [];
     const cleanup = this.release(resources, keys, token, kind, undefined, ttlMs, asked, '', { round: asked, behind }).then(() => undefined);
     if (mismatch) await cleanup;
     throwMismatch(mismatch, resources, kind, () => this.rounds.leave(resources, waiter));
@@ -194,7 +194,7 @@ export class SharedHolds {
      * The failed attempt being cleaned up: masters that refused it hold nothing of it; `behind`
      * receives, per master, the cleanup that waits for a straggler (see Behind).
      */
-    failed?: { round: RoundResult; behind: (Promise<unknown> | undefined)[] },
+    failed?: { round: RoundResult; behind: (Promise<void> | undefined)[] },
   ): Promise<RoundResult> {
     const { keys: scriptKeys, args } = this.#releaseRequest(resources, keys, token, kind, slots, waiterId);
     const release = (node: RedisNode, index: number) =>
@@ -203,7 +203,7 @@ export class SharedHolds {
       const pending = inFlight(scriptRound, index);
       if (!pending) return release(node, index);
       const later = pending.then(() => release(node, index));
-      if (failed) failed.behind[index] = later;
+      if (failed) failed.behind[index] = settled(later);
       return later;
     };
     return this.rounds.round(ttlMs, grantedIfPositive, send, 'release');
