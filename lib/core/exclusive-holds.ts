@@ -9,7 +9,7 @@ import type { QueueEntries } from './queue-entries.js';
 import { inFlight, NOTHING_FREED, refusedAt, type RoundResult } from './quorum-round.js';
 import type { RedisNode } from './redis-node.js';
 import { replicaWait } from './replica-acks.js';
-import { roundFailure, sendBehind, settled, type Behind, type RoundFailure } from './round-failure.js';
+import { roundFailure, type RoundFailure } from './round-failure.js';
 import { throwMismatch } from './shared-holds.js';
 import { mismatchWatch } from './shared-scripts.js';
 import { newToken } from './token.js';
@@ -44,8 +44,6 @@ export class ExclusiveHolds {
     /** SET NX without the fair queue: a single unfenced key nobody of this process waits for. */
     plain: boolean,
     observer: GuardedAcquire | undefined,
-    /** The previous attempt's cleanups that the requests of this one must follow. */
-    previous?: Behind,
   ): Promise<{ lock: Lock } | RoundFailure> {
     const { entries, names, options, quorum } = this.rounds;
     const token = newToken();
@@ -56,15 +54,14 @@ export class ExclusiveHolds {
     // With replicaAcks, every granting write carries a WAIT (undefined, and no cost, without).
     const acks = replicaWait(options, ttlMs);
     if (plain) {
-      const take = this.rounds.vote((node) => node.take(keys[0]!, token, ttlMs, acks));
-      round = await this.rounds.round(ttlMs, interpretTake, sendBehind(previous, take), 'acquire');
+      round = await this.rounds.round(ttlMs, interpretTake, this.rounds.vote((node) => node.take(keys[0]!, token, ttlMs, acks)), 'acquire');
     } else {
       if (fencing) scriptKeys.push(...resources.map((r) => names.fence(r)));
       const args = [token, ttlMs, keys.length, waiter.id, waiter.ticket, QUEUE_ENTRY_STAY_MS];
       const watch = mismatchWatch(this.rounds.vote((node) => node.write(ACQUIRE_SCRIPT, scriptKeys, args, acks)));
       mismatch = watch;
       waiter.beforeRound();
-      round = await this.rounds.round(ttlMs, interpretAcquire, sendBehind(previous, watch.send), 'acquire');
+      round = await this.rounds.round(ttlMs, interpretAcquire, watch.send, 'acquire');
       if (round.refused > 0) waiter.enlisted = true; // a refusing master queued us
     }
     /** The grant round itself, not the fence round: what a cleanup must follow and may skip. */
@@ -95,12 +92,11 @@ export class ExclusiveHolds {
     // Timed-out requests may still be applied, and a late grant may land on any node: clean
     // wherever it did not refuse, behind a scripted acquire only once it has finished (see
     // release). Not awaited: the next round goes out behind it on every connection.
-    const behind: (Promise<void> | undefined)[] = [];
-    const cleanup = this.release(resources, keys, token, ttlMs, plain ? undefined : asked, '', { round: asked, behind }).then(() => undefined);
+    const cleanup = this.release(resources, keys, token, ttlMs, plain ? undefined : asked, '', asked).then(() => undefined);
     const found = mismatch?.found();
     if (found) await cleanup;
     throwMismatch(found, resources, WRITE, () => entries.leave(resources, waiter));
-    return { ...roundFailure(resources, round, quorum, left, attempt), cleanup, behind };
+    return { ...roundFailure(resources, round, quorum, left, attempt), cleanup };
   }
 
   /**
@@ -122,24 +118,16 @@ export class ExclusiveHolds {
     ttlMs: number,
     scriptRound?: RoundResult,
     waiterId = '',
-    /**
-     * The failed attempt being cleaned up: masters that refused it hold nothing of it; `behind`
-     * receives, per master, the cleanup that waits for a straggler (see Behind).
-     */
-    failed?: { round: RoundResult; behind: (Promise<void> | undefined)[] },
+    /** The failed attempt being cleaned up: masters that had refused it by then hold nothing of it. */
+    failed?: RoundResult,
   ): Promise<RoundResult> {
     const { admission, entries } = this.rounds;
     const request = { keys, queueKeys: entries.keys(resources), token, waiterId };
     const free = (node: RedisNode) => node.free(request);
-    const release = failed ? (node: RedisNode, index: number) => (refusedAt(failed.round, index) ? NOTHING_FREED : free(node)) : free;
+    const release = failed ? (node: RedisNode, index: number) => (refusedAt(failed, index) ? NOTHING_FREED : free(node)) : free;
     const send = (node: RedisNode, index: number) => {
-      // A cleanup waits for a straggler's answer too: a refusal there needs none.
-      const pending = inFlight(scriptRound ?? failed?.round, index);
-      if (pending) {
-        const later = pending.then(() => release(node, index));
-        if (failed) failed.behind[index] = settled(later);
-        return later;
-      }
+      const pending = inFlight(scriptRound, index);
+      if (pending) return pending.then(() => release(node, index));
       // A take still waiting to learn who its master is has not been sent: go out behind it.
       const pendingAdmission = admission.pending(node);
       return pendingAdmission ? pendingAdmission.then(() => release(node, index), () => release(node, index)) : release(node, index);

@@ -19,7 +19,7 @@ import { LocalHandOver, lineOf } from './local-hand-over.js';
 import { LocalQueue } from './local-queue.js';
 import { QueueEntries } from './queue-entries.js';
 import { ReleaseWakeups } from './release-wakeups.js';
-import { roundFailure, type Behind } from './round-failure.js';
+import { roundFailure } from './round-failure.js';
 import { RestartQuarantine, type QuarantineNotice } from './restart-quarantine.js';
 import { VoterAdmission, type DuplicateMaster } from './voter-admission.js';
 import { Waiter } from './waiter.js';
@@ -189,8 +189,6 @@ export class Redlock extends EventEmitter implements LockEngine {
     let foundNoQuorum = false;
     /** The last failed attempt's cleanup: a caller that gives up waits for it, so it leaves nothing behind. */
     let cleanup: Promise<void> | undefined;
-    /** Where that cleanup waits for a straggler: the next attempt's requests there go behind it. */
-    let behind: Behind | undefined;
     try {
       for (;;) {
         attempt++;
@@ -208,13 +206,11 @@ export class Redlock extends EventEmitter implements LockEngine {
           }
           if (waiter.handed) return acquired(observer, waiter.handed);
         }
-        const previous = behind;
         const result = exclusive
-          ? await this.#exclusive.attempt(list, keys, ttlMs, attempt, fencing, waiter, uncontended && attempt === 1, observer, previous)
-          : await this.#shared.attempt(list, keys, ttlMs, attempt, fencing, waiter, kind, observer, previous);
+          ? await this.#exclusive.attempt(list, keys, ttlMs, attempt, fencing, waiter, uncontended && attempt === 1, observer)
+          : await this.#shared.attempt(list, keys, ttlMs, attempt, fencing, waiter, kind, observer);
         if ('lock' in result) return acquired(observer, result.lock);
         cleanup = result.cleanup;
-        behind = result.behind;
         const left = giveUpAt - monotonicNow();
         if (!result.retryable) unreachableRounds++;
         const retryable = result.retryable || unreachableRounds <= UNREACHABLE_RETRIES;

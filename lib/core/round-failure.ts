@@ -1,59 +1,17 @@
 import { isFailure, LockHeldError, QuorumUnreachableError, type RedlockError } from './errors.js';
 import type { RoundResult } from './quorum-round.js';
-import type { RedisNode } from './redis-node.js';
 
 export interface RoundFailure {
   readonly error: RedlockError;
   /** Worth another round after a pause. */
   readonly retryable: boolean;
   /**
-   * Settles once the failed attempt's partial grants are cleaned up. A retry need not wait for
-   * it (it goes out behind the cleanup on each master's connection); a caller about to give up
-   * does, so that an acquire that rejects leaves nothing behind.
+   * Settles once the failed attempt's cleanup round has its outcome. A retry need not wait for
+   * it (its requests queue behind the cleanup on each master's connection, but for a cleanup
+   * that waits for a straggling script: overtaking that costs a refusal there, never safety); a
+   * caller about to give up does, so that an acquire that rejects leaves nothing behind.
    */
   readonly cleanup?: Promise<void>;
-  /** Per master, the part of that cleanup that waits for a straggler: the next request there goes behind it. */
-  readonly behind?: Behind;
-}
-
-/**
- * Per master, a cleanup not yet sent there (it waits for the failed attempt's straggling
- * request to answer first). A cleanup sent at once needs no entry: the next request on that
- * master's connection queues behind it anyway.
- */
-export type Behind = readonly (Promise<void> | undefined)[];
-
-/**
- * Settles when `request` does, and never rejects: what a later request waits for. A failed
- * cleanup is the round's to report; a rejection here, with nobody left to listen (the caller
- * got its lock or gave up), would be unhandled and end the process.
- */
-export function settled(request: Promise<unknown>): Promise<void> {
-  return request.then(noop, noop);
-}
-
-function noop(): void {}
-
-/** `send`, for master `index`, once what it must follow there has settled (at once when nothing). */
-export function sendBehind<T>(
-  behind: Behind | undefined,
-  send: (node: RedisNode, index: number) => Promise<T>,
-): (node: RedisNode, index: number) => Promise<T> {
-  if (!behind || !behind.some((prior) => prior !== undefined)) return send;
-  return (node, index) => {
-    const prior = behind[index];
-    const go = () => send(node, index);
-    return prior ? prior.then(go) : go();
-  };
-}
-
-/** Both cleanups' parts per master, for an attempt that made two tries. */
-export function bothBehind(first: Behind | undefined, second: Behind | undefined): Behind | undefined {
-  if (!first) return second;
-  if (!second) return first;
-  return Array.from({ length: Math.max(first.length, second.length) }, (_, i) =>
-    first[i] && second[i] ? Promise.all([first[i], second[i]]).then(noop) : (first[i] ?? second[i]),
-  );
 }
 
 /**

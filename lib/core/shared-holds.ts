@@ -9,7 +9,7 @@ import { inFlight, NOTHING_FREED, refusedAt, type RoundResult } from './quorum-r
 import type { RedisNode } from './redis-node.js';
 import { replicaWait } from './replica-acks.js';
 import { AckedReply } from './replica-acks.js';
-import { bothBehind, roundFailure, sendBehind, settled, type Behind, type RoundFailure } from './round-failure.js';
+import { roundFailure, type RoundFailure } from './round-failure.js';
 import {
   readSharedReply,
   SHARED_ACQUIRE_SCRIPT,
@@ -50,20 +50,16 @@ export class SharedHolds {
     waiter: Waiter,
     kind: LockKind,
     observer: GuardedAcquire | undefined,
-    /** The previous attempt's cleanups that the requests of this one must follow. */
-    previous?: Behind,
   ): Promise<{ lock: Lock } | RoundFailure> {
-    const first = await this.#try(resources, keys, ttlMs, attempt, fencing, waiter, kind, observer, [], previous);
+    const first = await this.#try(resources, keys, ttlMs, attempt, fencing, waiter, kind, observer, []);
     // Masters that disagreed on the slot: once more at once, asking for the slot free on most of
-    // them (behind the first try's cleanup on every connection).
+    // them, once the first try's entries are gone (else they would take that slot themselves).
     if (!('preferred' in first)) return first;
-    const second = await this.#try(resources, keys, ttlMs, attempt, fencing, waiter, kind, observer, first.preferred, bothBehind(previous, first.behind));
+    await first.cleanup;
+    const second = await this.#try(resources, keys, ttlMs, attempt, fencing, waiter, kind, observer, first.preferred);
     // A second try never asks to prefer again: it ends in a lock or a failure.
-    if ('lock' in second) return second;
-    const cleanup = Promise.all([first.cleanup, second.cleanup]).then(() => undefined);
-    const behind = bothBehind(first.behind, second.behind);
-    if ('preferred' in second) return { error: new LockHeldError(resources, [], attempt, 0), retryable: true, cleanup, behind };
-    return { ...second, cleanup, behind };
+    if ('preferred' in second) return { error: new LockHeldError(resources, [], attempt, 0), retryable: true, cleanup: second.cleanup };
+    return second;
   }
 
   async #try(
@@ -76,8 +72,7 @@ export class SharedHolds {
     kind: LockKind,
     observer: GuardedAcquire | undefined,
     preferred: readonly string[],
-    previous: Behind | undefined,
-  ): Promise<{ lock: Lock } | RoundFailure | { preferred: string[]; cleanup: Promise<void>; behind: Behind }> {
+  ): Promise<{ lock: Lock } | RoundFailure | { preferred: string[]; cleanup: Promise<void> }> {
     const { names, options, quorum } = this.rounds;
     const token = newToken();
     const start = monotonicNow();
@@ -104,7 +99,7 @@ export class SharedHolds {
         return reply;
       });
     waiter.beforeRound();
-    let round = await this.rounds.round(ttlMs, sharedVote(n), sendBehind(previous, send), 'acquire');
+    let round = await this.rounds.round(ttlMs, sharedVote(n), send, 'acquire');
     /** The grant round itself, not the fence round: what a cleanup must follow and may skip. */
     const asked = round;
     if (round.refused > 0) waiter.enlisted = true;
@@ -131,17 +126,16 @@ export class SharedHolds {
     }
     // Wherever it did not refuse, behind the grant requests still in flight; not awaited: the
     // next try goes out behind it on every connection.
-    const behind: (Promise<void> | undefined)[] = [];
-    const cleanup = this.release(resources, keys, token, kind, undefined, ttlMs, asked, '', { round: asked, behind }).then(() => undefined);
+    const cleanup = this.release(resources, keys, token, kind, undefined, ttlMs, asked, '', asked).then(() => undefined);
     if (mismatch) await cleanup;
     throwMismatch(mismatch, resources, kind, () => this.rounds.leave(resources, waiter));
     // A majority granted, but not the same slots: a split, not a refusal.
     if (agreed.count < quorum && round.granted >= quorum) {
-      if (preferred.length === 0) return { preferred: mostFree(grants, n), cleanup, behind };
+      if (preferred.length === 0) return { preferred: mostFree(grants, n), cleanup };
       // Still split: another round soon (the masters' states converge as holders come and go).
-      return { error: split(resources, round, grants, agreed.slots, attempt), retryable: true, cleanup, behind };
+      return { error: split(resources, round, grants, agreed.slots, attempt), retryable: true, cleanup };
     }
-    return { ...roundFailure(resources, round, quorum, left, attempt), cleanup, behind };
+    return { ...roundFailure(resources, round, quorum, left, attempt), cleanup };
   }
 
   /**
@@ -190,21 +184,15 @@ export class SharedHolds {
     ttlMs: number,
     scriptRound: RoundResult | undefined,
     waiterId: string,
-    /**
-     * The failed attempt being cleaned up: masters that refused it hold nothing of it; `behind`
-     * receives, per master, the cleanup that waits for a straggler (see Behind).
-     */
-    failed?: { round: RoundResult; behind: (Promise<void> | undefined)[] },
+    /** The failed attempt being cleaned up: masters that had refused it by then hold nothing of it. */
+    failed?: RoundResult,
   ): Promise<RoundResult> {
     const { keys: scriptKeys, args } = this.#releaseRequest(resources, keys, token, kind, slots, waiterId);
     const release = (node: RedisNode, index: number) =>
-      failed && refusedAt(failed.round, index) ? NOTHING_FREED : node.run(SHARED_RELEASE_SCRIPT, scriptKeys, args);
+      failed && refusedAt(failed, index) ? NOTHING_FREED : node.run(SHARED_RELEASE_SCRIPT, scriptKeys, args);
     const send = (node: RedisNode, index: number) => {
       const pending = inFlight(scriptRound, index);
-      if (!pending) return release(node, index);
-      const later = pending.then(() => release(node, index));
-      if (failed) failed.behind[index] = settled(later);
-      return later;
+      return pending ? pending.then(() => release(node, index)) : release(node, index);
     };
     return this.rounds.round(ttlMs, grantedIfPositive, send, 'release');
   }
