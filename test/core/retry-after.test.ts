@@ -22,8 +22,15 @@ afterAll(async () => {
 
 it('200 staggered callers that will not wait are told at most the holder\'s remaining time, and leave no queue entry', async () => {
   const holderEngine = await separateEngine(fleet.urls(), opened);
-  const { redlock: callers, clients } = await separateEngine(fleet.urls(), opened);
+  // A generous node timeout: on a loaded box a round can outlast the default 100 ms, and this
+  // test is about what a refused caller is told, not about slow masters.
+  const { redlock: callers, clients } = await separateEngine(fleet.urls(), opened, { nodeTimeoutMs: 2_000 });
   const holder = await holderEngine.redlock.acquire('acct', 5_000);
+  // The masters set the holder's key a little apart (more so on a loaded box), and each caller
+  // hears the longest PTTL among the masters that answered it first: what it is told may go up
+  // by that much from one caller to the next.
+  const pttls = await Promise.all(clients.map((client) => client.pttl('redlock:acct')));
+  const apart = Math.max(...pttls) - Math.min(...pttls);
   // One caller of another process that does wait is in line too, as in real traffic.
   const patientEngine = await separateEngine(fleet.urls(), opened);
   const patient = patientEngine.redlock.acquire('acct', 5_000, { waitTimeoutMs: 20_000 });
@@ -47,7 +54,7 @@ it('200 staggered callers that will not wait are told at most the holder\'s rema
       await sleep(3);
     }
     // Never more than the holder's key has left: it only goes down as time passes.
-    expect(told.every((ms, i) => i === 0 || ms <= told[i - 1]! + 5)).toBe(true);
+    expect(told.every((ms, i) => i === 0 || ms <= told[i - 1]! + apart + 5)).toBe(true);
     // The queues hold the patient waiter's entry alone.
     const entries = await Promise.all(clients.map((client) => client.hkeys('redlock-queue:acct')));
     expect(entries.every((ids) => ids.length <= 1)).toBe(true);

@@ -1,6 +1,6 @@
 import { once } from 'node:events';
 import { Redis, type RedisOptions } from 'ioredis';
-import { Redlock } from '../../lib/index.js';
+import { Redlock, type RedlockOptions } from '../../lib/index.js';
 
 /**
  * ioredis clients as a lock user should configure them: no offline queue, so a dead master
@@ -60,10 +60,14 @@ export const FRESH_FLEET = { restartQuarantineMs: false } as const;
  * An engine with connections of its own, a separate process as far as the masters can tell;
  * its clients go into `opened`, for the test file to close.
  */
-export async function separateEngine(urls: readonly string[], opened: Redis[]): Promise<{ redlock: Redlock; clients: Redis[] }> {
+export async function separateEngine(
+  urls: readonly string[],
+  opened: Redis[],
+  options: RedlockOptions = {},
+): Promise<{ redlock: Redlock; clients: Redis[] }> {
   const clients = await connectMasters(urls);
   opened.push(...clients);
-  const redlock = new Redlock(clients, FRESH_FLEET);
+  const redlock = new Redlock(clients, { ...FRESH_FLEET, ...options });
   // Identified before its first round, so its takes all go out at once, as a long-lived engine's do.
   await redlock.verifyMasters();
   return { redlock, clients };
