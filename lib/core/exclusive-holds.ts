@@ -92,7 +92,7 @@ export class ExclusiveHolds {
     // Timed-out requests may still be applied, and a late grant may land on any node: clean
     // wherever it did not refuse, behind a scripted acquire only once it has finished (see
     // release). Not awaited: the next round goes out behind it on every connection.
-    const cleanup = this.release(resources, keys, token, ttlMs, plain ? undefined : asked, '', asked).then(() => undefined);
+    const cleanup = this.release(resources, keys, token, ttlMs, plain ? undefined : asked, '', asked);
     const found = mismatch?.found();
     if (found) await cleanup;
     throwMismatch(found, resources, WRITE, () => entries.leave(resources, waiter));

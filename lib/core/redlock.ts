@@ -188,7 +188,7 @@ export class Redlock extends EventEmitter implements LockEngine {
     let unreachableRounds = predecessorFoundNoQuorum ? UNREACHABLE_RETRIES : 0;
     let foundNoQuorum = false;
     /** The last failed attempt's cleanup: a caller that gives up waits for it, so it leaves nothing behind. */
-    let cleanup: Promise<void> | undefined;
+    let cleanup: Promise<unknown> | undefined;
     try {
       for (;;) {
         attempt++;

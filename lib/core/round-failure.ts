@@ -11,7 +11,7 @@ export interface RoundFailure {
    * that waits for a straggling script: overtaking that costs a refusal there, never safety); a
    * caller about to give up does, so that an acquire that rejects leaves nothing behind.
    */
-  readonly cleanup?: Promise<void>;
+  readonly cleanup?: Promise<unknown>;
 }
 
 /**

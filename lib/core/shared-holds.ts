@@ -72,7 +72,7 @@ export class SharedHolds {
     kind: LockKind,
     observer: GuardedAcquire | undefined,
     preferred: readonly string[],
-  ): Promise<{ lock: Lock } | RoundFailure | { preferred: string[]; cleanup: Promise<void> }> {
+  ): Promise<{ lock: Lock } | RoundFailure | { preferred: string[]; cleanup: Promise<unknown> }> {
     const { names, options, quorum } = this.rounds;
     const token = newToken();
     const start = monotonicNow();
@@ -126,7 +126,7 @@ export class SharedHolds {
     }
     // Wherever it did not refuse, behind the grant requests still in flight; not awaited: the
     // next try goes out behind it on every connection.
-    const cleanup = this.release(resources, keys, token, kind, undefined, ttlMs, asked, '', asked).then(() => undefined);
+    const cleanup = this.release(resources, keys, token, kind, undefined, ttlMs, asked, '', asked);
     if (mismatch) await cleanup;
     throwMismatch(mismatch, resources, kind, () => this.rounds.leave(resources, waiter));
     // A majority granted, but not the same slots: a split, not a refusal.

@@ -30,10 +30,10 @@ export class Waiter {
   #sleeping = false;
   #woken = false;
   #wake: (() => void) | undefined;
+  /** Set while listening for releases. */
   #stopListening: (() => void) | undefined;
-  #subscribed: (() => Promise<void>) | undefined;
-  #listening = false;
-  #subscribedOnce = false;
+  /** The SUBSCRIBE of the key channels, until the first pause has sent it. */
+  #subscribe: (() => Promise<void>) | undefined;
   /** Listening since before the round that first queued this waiter, on masters that all deliver to this process. */
   #heardSinceRound = false;
   /** The masters that named this waiter since its last round began. */
@@ -59,7 +59,11 @@ export class Waiter {
     this.ticket = Date.now() * 1000 + (sequence % 1000);
   }
 
-  /** Waits before the next round; resolves at once after first subscribing, to cover a release in between. */
+  /**
+   * Waits before the next round. The first time, it subscribes, and resolves at once unless it
+   * listened since before the round that queued it (see beforeRound): a release in between
+   * could otherwise have gone unheard.
+   */
   async pause(error: RedlockError, leftMs: number): Promise<void> {
     if (error instanceof QuorumUnreachableError && error.retryAfterMs !== undefined) {
       // Masters in restart quarantine vote again at a known time: asking before is pointless.
@@ -74,10 +78,11 @@ export class Waiter {
     }
     this.#wakesNeeded = Math.max(1, Math.min(this.quorum, error.refusedBy.length));
     if (this.#roundStartedAt >= 0) this.#lastRoundMs = performance.now() - this.#roundStartedAt;
-    if (!this.#subscribedOnce) {
-      this.#subscribedOnce = true;
-      if (!this.#listening) this.#listen();
-      await this.#subscribed!();
+    if (!this.#stopListening) this.#listen();
+    const subscribe = this.#subscribe;
+    if (subscribe) {
+      this.#subscribe = undefined;
+      await subscribe();
       // Listening since before the round that queued us, with every master's messages by name
       // reaching this process: no release that names us can have been missed. Otherwise one
       // may have come before we listened: try again at once.
@@ -107,17 +112,18 @@ export class Waiter {
    * trip), so that a release naming it right after the round cannot go unheard.
    */
   beforeRound(): void {
+    // A caller that does not queue never pauses: nothing to time or listen for.
+    if (!this.wakeups || this.id === '') return;
     this.#roundStartedAt = performance.now();
-    if (!this.wakeups || this.id === '' || this.#listening) return;
+    if (this.#stopListening) return;
     this.#heardSinceRound = this.wakeups.namesReachUs;
     this.#listen();
   }
 
   #listen(): void {
-    this.#listening = true;
     const { stop, subscribed } = this.wakeups!.register(this.channels, (next, master) => this.#named(next, master));
     this.#stopListening = stop;
-    this.#subscribed = subscribed;
+    this.#subscribe = subscribed;
   }
 
   /** A lock another caller of this process handed over while we slept, if any. */
