@@ -1,5 +1,6 @@
 import { monotonicNow, validityLeftMs } from './clock.js';
 import { nextFence } from './fence.js';
+import type { HandOffGrant } from './hand-off-grants.js';
 import type { GuardedAcquire } from './instrumentation-guard.js';
 import { lineOf, type LocalHandOver } from './local-hand-over.js';
 import { WRITE } from './lock-kind.js';
@@ -46,7 +47,8 @@ export class ExclusiveHolds {
     observer: GuardedAcquire | undefined,
   ): Promise<{ lock: Lock } | RoundFailure> {
     const { entries, names, options, quorum } = this.rounds;
-    const token = newToken();
+    // A hand-off waiter's tokens share its prefix: a later round takes over what an earlier one was granted.
+    const token = waiter.grants ? waiter.grants.tokenFor(attempt) : newToken();
     const start = monotonicNow();
     let round: RoundResult;
     let mismatch: ReturnType<typeof mismatchWatch> | undefined;
@@ -57,10 +59,10 @@ export class ExclusiveHolds {
       round = await this.rounds.round(ttlMs, interpretTake, this.rounds.vote((node) => node.take(keys[0]!, token, ttlMs, acks)), 'acquire');
     } else {
       if (fencing) scriptKeys.push(...resources.map((r) => names.fence(r)));
-      const args = [token, ttlMs, keys.length, waiter.id, waiter.ticket, QUEUE_ENTRY_STAY_MS];
+      const args = [token, ttlMs, keys.length, waiter.id, waiter.ticket, QUEUE_ENTRY_STAY_MS, waiter.grants?.prefix ?? '', attempt];
       const watch = mismatchWatch(this.rounds.vote((node) => node.write(ACQUIRE_SCRIPT, scriptKeys, args, acks)));
       mismatch = watch;
-      waiter.beforeRound();
+      waiter.beforeRound(attempt);
       round = await this.rounds.round(ttlMs, interpretAcquire, watch.send, 'acquire');
       if (round.refused > 0) waiter.enlisted = true; // a refusing master queued us
     }
@@ -86,17 +88,32 @@ export class ExclusiveHolds {
       const lock = new Lock(this.rounds.engine, resources, keys, token, ttlMs, end + left, fence);
       this.rounds.handOver.held(lineOf(keys), lock);
       this.rounds.held(lock, plain ? undefined : round, waiter, !plain, end);
-      if (!plain) entries.withdrawWhereRefused(resources, waiter, round);
+      if (!plain) entries.withdrawWhereRefused(resources, waiter, round, token);
       return { lock };
     }
+    // From now on, masters that refused this round may grant it by hand-off.
+    if (!plain) waiter.grants?.failed(asked);
     // Timed-out requests may still be applied, and a late grant may land on any node: clean
     // wherever it did not refuse, behind a scripted acquire only once it has finished (see
     // release). Not awaited: the next round goes out behind it on every connection.
     const cleanup = this.release(resources, keys, token, ttlMs, plain ? undefined : asked, '', asked);
     const found = mismatch?.found();
     if (found) await cleanup;
-    throwMismatch(found, resources, WRITE, () => entries.leave(resources, waiter));
+    throwMismatch(found, resources, WRITE, () => entries.leave(resources, waiter, ''));
     return { ...roundFailure(resources, round, quorum, left, attempt), cleanup };
+  }
+
+  /**
+   * The lock a majority of masters granted `waiter` by hand-off (HandOffGrants), registered as a
+   * round's would be; its entries left on masters that did not grant it are withdrawn.
+   */
+  handedOff(resources: string[], keys: string[], ttlMs: number, waiter: Waiter, grant: HandOffGrant, observer: GuardedAcquire | undefined): Lock {
+    observer?.handedOff(grant.masters.size);
+    const lock = new Lock(this.rounds.engine, resources, keys, grant.token, ttlMs, grant.deadline);
+    this.rounds.handOver.held(lineOf(keys), lock);
+    this.rounds.held(lock, grant.round, waiter, true, monotonicNow());
+    this.rounds.entries.withdrawWhereRefused(resources, waiter, grant.round, grant.token, grant.masters);
+    return lock;
   }
 
   /**

@@ -135,6 +135,14 @@ export class GuardedAcquire {
     }
   }
 
+  handedOff(granted: number): void {
+    try {
+      this.#observer.handedOff?.(granted);
+    } catch (error) {
+      this.#guard.failed('AcquireObserver.handedOff', error);
+    }
+  }
+
   waiting(): void {
     if (this.#waiting) return;
     this.#waiting = true;

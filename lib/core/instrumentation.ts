@@ -50,6 +50,8 @@ export interface MasterAddress {
 export interface AcquireObserver {
   /** One round (one request to every master) was decided; `granted` masters had granted it by then (stragglers answer later). */
   round?(granted: number): void;
+  /** The lock was granted by hand-off (no round of the caller's own): `granted` masters had granted it. */
+  handedOff?(granted: number): void;
   /** The call had to wait (held elsewhere, or masters in restart quarantine); its waiting lasts until `ended`. Called at most once. */
   waiting?(): void;
   ended?(outcome: AcquireOutcome, error: unknown): void;

@@ -23,21 +23,26 @@ export function script(name: string, source: string): LuaScript {
 
 /**
  * Lua shared by the scripts that read or hand on a resource's fair queue (one hash per
- * resource, field = waiter id, value = "ticket deadline").
+ * resource, field = waiter id, value = "ticket deadline" and a tag: a shared waiter's marker, or a
+ * hand-off waiter's grant).
  * - nowMs(): the master's clock, read once per script call.
  * - liveHead(q, now, except): the live entry with the lowest ticket (ties by id), dropping
  *   dead entries on the way; `except` (a waiter id) is skipped.
  * - handOn(key, q, stay): the lock key has just been freed by its owner. If anyone lives in
- *   the queue, the key is reserved for the head ("~" + its id, which no token can equal) for as
- *   long as its entry lives, at most `stay` ms, and the head alone is woken: nobody else can
- *   slip in, not even a caller trying a plain SET NX, while the head comes to take it. The
- *   reservation grants nothing; the head still needs a full round. Else the key is deleted,
- *   and a queue whose entries all died is told so ('' on the key's channel wakes anyone
- *   listening).
+ *   the queue, the key goes to the head. A head whose entry carries a grant (" =token ttl stamp
+ *   anchor", written by enlist for a hand-off waiter) is granted the key at once: SET to its
+ *   token with its ttl, its entry dropped, and its message says which of its requests wrote the
+ *   entry (anchor) and how long ago by this master's clock (now - stamp), from which the waiter
+ *   reckons the validity it may claim (docs/GUARANTEES.md, "Server-side hand-off"). Any other
+ *   head gets a reservation ("~" + its id, which no token can equal) for as long as its entry
+ *   lives, at most `stay` ms: nobody else can slip in, not even a caller trying a plain SET NX,
+ *   while the head comes to take it with a full round of its own. Else the key is deleted, and
+ *   a queue whose entries all died is told so ('' on the key's channel wakes anyone listening).
  *   The head is woken on its own process's channel (WAKE_CHANNEL_PREFIX + the part of its id
- *   before ':'), with "<id> <key>": only that process hears it. On the key's channel every
- *   process waiting for the key would be sent the message, one write per process and master
- *   for every release, to wake one waiter.
+ *   before ':'), with "<id> <key>" (a reservation) or "<id>/<anchor>/<elapsed> <key>" (a
+ *   grant; a key may hold spaces, an id never holds '/'): only that process hears it. On the key's channel every process waiting for the
+ *   key would be sent the message, one write per process and master for every release, to
+ *   wake one waiter.
  */
 export const QUEUE_LUA = `local clock
 local function nowMs()
@@ -49,17 +54,17 @@ local function nowMs()
 end
 local function liveHead(q, now, except)
   local entries = redis.call('HGETALL', q)
-  local head, headTicket, headDeadline
+  local head, headTicket, headDeadline, headEntry
   for j = 1, #entries, 2 do
     local t, d = string.match(entries[j + 1], '(%S+) (%S+)')
     t, d = tonumber(t), tonumber(d)
     if d < now then
       redis.call('HDEL', q, entries[j])
     elseif entries[j] ~= except and (not head or t < headTicket or (t == headTicket and entries[j] < head)) then
-      head, headTicket, headDeadline = entries[j], t, d
+      head, headTicket, headDeadline, headEntry = entries[j], t, d, entries[j + 1]
     end
   end
-  return head, headTicket, headDeadline
+  return head, headTicket, headDeadline, headEntry
 end
 -- Whether a live waiter stands ahead of (me, ticket) in a queue KEYS[n + i] not reserved for us,
 -- and how long the longest-lived such head's entry lasts; and which of the queues exist.
@@ -81,7 +86,8 @@ local function aheadOf(n, reserved, me, ticket)
   return queued, headWait, queues
 end
 -- A refused caller (me, with its ticket as sent) takes its place in the n queues KEYS[n + i] for
--- wait ms plus its stay; tag follows the deadline in the entry ('' for none).
+-- wait ms plus its stay; tag follows the deadline in the entry ('' for none). A hand-off
+-- waiter's tag is its grant (see grantTag).
 local function enlist(n, me, ticket, wait, stay, tag)
   if me == '' then return end
   local deadline = nowMs() + math.max(wait, 0) + stay
@@ -90,22 +96,32 @@ local function enlist(n, me, ticket, wait, stay, tag)
     redis.call('PEXPIRE', KEYS[n + i], math.max(wait, 0) + stay * 2)
   end
 end
+-- What a hand-off waiter's entry carries after its deadline: the token and ttl a release grants
+-- it, this master's clock when the entry was written, and which of its requests wrote it.
+local function grantTag(token, ttl, anchor)
+  return ' =' .. token .. ' ' .. ttl .. ' ' .. nowMs() .. ' ' .. anchor
+end
 local function handOn(key, q, stay)
   if redis.call('EXISTS', q) == 0 then
     redis.call('DEL', key)
     return
   end
   local now = nowMs()
-  local head, _, deadline = liveHead(q, now, nil)
-  if head then
-    redis.call('SET', key, '~' .. head, 'PX', math.max(1, math.min(deadline - now, stay)))
-  else
+  local head, _, deadline, entry = liveHead(q, now, nil)
+  if not head then
     redis.call('DEL', key)
-  end
-  if head then
-    redis.call('PUBLISH', '${WAKE_CHANNEL_PREFIX}' .. string.match(head, '^[^:]*'), head .. ' ' .. key)
-  else
     redis.call('PUBLISH', key, '')
+    return
+  end
+  local channel = '${WAKE_CHANNEL_PREFIX}' .. string.match(head, '^[^:]*')
+  local token, ttl, stamp, anchor = string.match(entry, ' =(%S+) (%d+) (%d+) (%d+)$')
+  if token then
+    redis.call('SET', key, token, 'PX', ttl)
+    redis.call('HDEL', q, head)
+    redis.call('PUBLISH', channel, head .. '/' .. anchor .. '/' .. (now - tonumber(stamp)) .. ' ' .. key)
+  else
+    redis.call('SET', key, '~' .. head, 'PX', math.max(1, math.min(deadline - now, stay)))
+    redis.call('PUBLISH', channel, head .. ' ' .. key)
   end
 end
 `;
@@ -126,14 +142,20 @@ end
  * Returns {0, wait} on refusal: how long until the blocking key expires (the holder's PTTL, or
  * a reservation's), or with no key in the way until the queue's head entry dies: how long a
  * crashed holder or head can stall the caller, and what it may be told to wait (Retry-After).
+ * A hand-off waiter (ARGV[7], its token prefix, not '') enlists with its grant (grantTag), so
+ * a release can hand it the key; a key holding one of its own earlier tokens (granted by such a
+ * hand-off, or by an earlier round whose cleanup has not landed) is its own: this round takes
+ * it over with its token, so a waiter never holds a master under two tokens that it counts apart.
  * KEYS: n lock keys, n queue keys, then n fence keys when fenced.
- * ARGV: token, ttl ms, n, waiter id, ticket, how long an entry lives without its waiter (ms).
+ * ARGV: token, ttl ms, n, waiter id, ticket, how long an entry lives without its waiter (ms),
+ * hand-off token prefix ('' for none), which request of the waiter this is (its anchor).
  */
 export const ACQUIRE_SCRIPT = script(
   'acquire',
   QUEUE_LUA +
     `local n = tonumber(ARGV[3])
 local me, ticket, stay = ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6])
+local prefix = ARGV[7] or ''
 local reservation = me ~= '' and ('~' .. me) or nil
 local wait = -2
 local reserved = {}
@@ -141,7 +163,7 @@ for i = 1, n do
   local owner = redis.call('GET', KEYS[i])
   -- A semaphore's holders live here (their marker): another family, never waited for.
   if owner and string.sub(owner, 1, 2) == '*s' then return {2, i, owner} end
-  if owner and owner == reservation then
+  if owner and (owner == reservation or (prefix ~= '' and string.sub(owner, 1, #prefix) == prefix)) then
     reserved[i] = true
   elseif owner and owner ~= ARGV[1] then
     local pttl = redis.call('PTTL', KEYS[i])
@@ -153,7 +175,7 @@ if wait ~= -2 or queued then
   -- The holder's pttl when a key is held: never more than its lock can still run, whoever waits.
   -- With no holder, how long the head's entry lives (its waiter takes the lock before that or dies).
   if wait == -2 then wait = headWait end
-  enlist(n, me, ARGV[5], wait, stay, '')
+  enlist(n, me, ARGV[5], wait, stay, prefix ~= '' and grantTag(ARGV[1], ARGV[2], ARGV[8]) or '')
   return {0, wait}
 end
 local fence = 0
@@ -295,17 +317,23 @@ return 1`,
 );
 
 /**
- * A waiter giving up: drops its queue entries, and a key reserved for it goes on to the next
- * head (or is freed), so the others need not wait for the reservation to lapse.
- * KEYS: n lock keys, n queue keys. ARGV: stay (ms), waiter id.
+ * A waiter giving up, or done: drops its queue entries, and a key reserved for it goes on to the
+ * next head (or is freed), so the others need not wait for the reservation to lapse. So does a
+ * key holding one of a hand-off waiter's tokens (ARGV[3], its prefix), other than the one it
+ * keeps (ARGV[4]: the lock it holds now, '' for none): a grant it will not use.
+ * KEYS: n lock keys, n queue keys. ARGV: stay (ms), waiter id, token prefix ('' for none), token kept.
  */
 export const LEAVE_SCRIPT = script(
   'leave',
   QUEUE_LUA +
     `local n = #KEYS / 2
+local prefix, keep = ARGV[3] or '', ARGV[4] or ''
 for i = 1, n do
   redis.call('HDEL', KEYS[n + i], ARGV[2])
-  if redis.call('GET', KEYS[i]) == '~' .. ARGV[2] then handOn(KEYS[i], KEYS[n + i], tonumber(ARGV[1])) end
+  local owner = redis.call('GET', KEYS[i])
+  if owner and (owner == '~' .. ARGV[2] or (prefix ~= '' and owner ~= keep and string.sub(owner, 1, #prefix) == prefix)) then
+    handOn(KEYS[i], KEYS[n + i], tonumber(ARGV[1]))
+  end
 end
 return 1`,
 );

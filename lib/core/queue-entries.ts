@@ -24,14 +24,18 @@ export class QueueEntries {
 
   /**
    * A waiter that gives up leaves the masters' queues, and hands on keys reserved for it,
-   * instead of blocking the others until its entry dies. Sent after the current I/O turn: it
-   * only spares others a wait, and a holder's first writes should not queue behind it.
+   * instead of blocking the others until its entry dies. A hand-off waiter also hands on any key
+   * a release granted it, but for `keep`: the token of the lock it holds ('' when it holds none;
+   * a lock handed over in this process keeps its first holder's token, so that holder's leave
+   * must name it). Sent after the current I/O turn: it only spares others a wait, and a holder's
+   * first writes should not queue behind it.
    */
-  leave(resources: readonly string[], waiter: Waiter, nodes: readonly RedisNode[] = this.nodes): void {
+  leave(resources: readonly string[], waiter: Waiter, keep: string, nodes: readonly RedisNode[] = this.nodes): void {
     if (!waiter.id || nodes.length === 0) return;
     const keys = [...resources.map((resource) => this.names.lock(resource)), ...this.keys(resources)];
+    const args = [QUEUE_ENTRY_STAY_MS, waiter.id, waiter.grants?.prefix ?? '', keep];
     setImmediate(() => {
-      for (const node of nodes) node.run(LEAVE_SCRIPT, keys, [QUEUE_ENTRY_STAY_MS, waiter.id]).catch(() => {});
+      for (const node of nodes) node.run(LEAVE_SCRIPT, keys, args).catch(() => {});
     });
   }
 
@@ -41,22 +45,30 @@ export class QueueEntries {
    * on its master; elsewhere it is withdrawn, on a straggler once its answer has landed (a leave
    * overtaking the acquire would be undone by it).
    */
-  withdrawWhereRefused(resources: readonly string[], waiter: Waiter, round: RoundResult): void {
+  withdrawWhereRefused(
+    resources: readonly string[],
+    waiter: Waiter,
+    round: RoundResult,
+    keep: string,
+    /** Masters that granted the lock by hand-off since: that dropped the entry too. */
+    handedOffBy?: ReadonlySet<number>,
+  ): void {
     if (!waiter.id) return;
     // An entry is left where the master refused us, in this round or (enlisted) an earlier one.
     const holdsEntry = (status: NodeStatus) => status === 'refused' || (waiter.enlisted && status !== 'granted');
     const landed: RedisNode[] = [];
     round.outcomes.forEach((outcome, index) => {
+      if (handedOffBy?.has(index)) return;
       const node = this.nodes[index]!;
       const pending = inFlight(round, index);
       if (pending) {
         pending.then(() => {
-          if (holdsEntry(outcome.status)) this.leave(resources, waiter, [node]);
+          if (holdsEntry(outcome.status)) this.leave(resources, waiter, keep, [node]);
         });
       } else if (holdsEntry(outcome.status)) {
         landed.push(node);
       }
     });
-    this.leave(resources, waiter, landed);
+    this.leave(resources, waiter, keep, landed);
   }
 }

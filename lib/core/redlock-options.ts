@@ -55,6 +55,13 @@ export interface RedlockOptions extends WaitOptions {
    */
   wakeups?: boolean;
   /**
+   * A release that frees a key grants it to the first waiter in the masters' queue, so a turn
+   * between processes costs no acquire round of the waiter's own (docs/GUARANTEES.md,
+   * "Server-side hand-off"). For single-key, unfenced exclusive locks, with `wakeups` on and
+   * masters given as plain connections (not Sentinel groups or Redis Clusters). Default true.
+   */
+  handOff?: boolean;
+  /**
    * Raise every fencing token to at least the wall clock in microseconds, so tokens keep rising
    * if a master loses its counters (see docs). Default true; false gives small consecutive numbers.
    */
@@ -106,6 +113,7 @@ export interface ResolvedRedlockOptions {
   readonly queueKeyPrefix: string;
   readonly holdersKeyPrefix: string;
   readonly wakeups: boolean;
+  readonly handOff: boolean;
   /** A fixed window, `'max-ttl'` for the longest ttl used, or false for off. */
   readonly restartQuarantineMs: number | 'max-ttl' | false;
   readonly replicaAcks: number;
@@ -148,6 +156,7 @@ export function resolveOptions(options: RedlockOptions = {}): ResolvedRedlockOpt
     queueKeyPrefix: options.queueKeyPrefix ?? DEFAULTS.queueKeyPrefix,
     holdersKeyPrefix: options.holdersKeyPrefix ?? DEFAULTS.holdersKeyPrefix,
     wakeups: options.wakeups ?? true,
+    handOff: options.handOff ?? true,
     restartQuarantineMs: options.restartQuarantineMs ?? ('max-ttl' as const),
     replicaAcks: options.replicaAcks ?? 0,
     instrumentation: options.instrumentation,
@@ -172,7 +181,7 @@ export function resolveOptions(options: RedlockOptions = {}): ResolvedRedlockOpt
     throw new InvalidArgumentError('logger', resolved.logger, 'expected an object with a warn(message) method');
   }
   checkInstrumentation(resolved.instrumentation);
-  for (const name of ['fencing', 'fenceTimeFloor', 'wakeups'] as const) {
+  for (const name of ['fencing', 'fenceTimeFloor', 'wakeups', 'handOff'] as const) {
     if (typeof resolved[name] !== 'boolean') throw new InvalidArgumentError(name, resolved[name], 'expected true or false');
   }
   checkedWaits.add(resolved);

@@ -23,6 +23,8 @@ import { roundFailure } from './round-failure.js';
 import { RestartQuarantine, type QuarantineNotice } from './restart-quarantine.js';
 import { VoterAdmission, type DuplicateMaster } from './voter-admission.js';
 import { Waiter } from './waiter.js';
+import { HandOffGrants } from './hand-off-grants.js';
+import { isSentinelManaged } from './sentinel-voter.js';
 import {
   checkCallOptions,
   checkResources,
@@ -87,6 +89,8 @@ export class Redlock extends EventEmitter implements LockEngine {
   readonly #exclusive: ExclusiveHolds;
   readonly #shared: SharedHolds;
   readonly #instrumentation: InstrumentationGuard | undefined;
+  /** Whether releases may grant locks to the head of the masters' queue (see HandOffGrants). */
+  readonly #handsOff: boolean;
   /** Per kind of round, what tells the instrumentation of a master's failure: made once, not per round. */
   readonly #masterFailures: Record<MasterOperation, (index: number, failure: MasterFailure) => void> | undefined;
 
@@ -126,13 +130,19 @@ export class Redlock extends EventEmitter implements LockEngine {
     this.#shared = new SharedHolds({
       ...rounds,
       held: (lock, round, waiter) => this.#held.add(lock, round, waiter, true),
-      leave: (resources, waiter) => this.#entries.leave(resources, waiter),
-      withdraw: (resources, waiter, round) => this.#entries.withdrawWhereRefused(resources, waiter, round),
+      leave: (resources, waiter) => this.#entries.leave(resources, waiter, ''),
+      withdraw: (resources, waiter, round) => this.#entries.withdrawWhereRefused(resources, waiter, round, ''),
     });
     // Ask every master who it is now, so the first acquire does not pay that round trip; a
     // master that cannot answer yet is asked again at its first vote.
     for (const node of this.nodes) this.#admission.identify(node).catch(() => {});
     if (this.options.wakeups) this.#wakeups = new ReleaseWakeups(this.nodes);
+    // Behind a Cluster or Sentinel voter another server can take over without a restart: a grant by
+    // hand-off could come from one whose votes must not count yet. Their waiters take their own rounds.
+    this.#handsOff =
+      this.options.handOff &&
+      this.#wakeups !== undefined &&
+      !this.nodes.some((node) => node instanceof ClusterVoter || isSentinelManaged(node.client.options));
     this.quorum = Math.floor(this.nodes.length / 2) + 1;
     if (this.nodes.length % 2 === 0) {
       this.options.logger.warn(
@@ -182,7 +192,9 @@ export class Redlock extends EventEmitter implements LockEngine {
     const predecessorFoundNoQuorum = first ? false : await this.#joinLocalLine(line, list, options.signal, waits ? wait.waitTimeoutMs : 0, observer);
     // Only a caller that will wait takes a place in the masters' queues: an entry of one that will
     // not come back would stand ahead of real waiters, and stretch every Retry-After behind it.
-    const waiter = new Waiter(waits, this.#wakeups, keys, wait, options.signal, this.quorum);
+    // A release may grant a single-key exclusive lock to the head of the masters' queue (not a fenced one: its fence needs a round).
+    const grants = waits && exclusive && !fencing && keys.length === 1 && this.#handsOff ? new HandOffGrants(this.nodes, this.quorum, ttlMs, this.options.driftFactor) : undefined;
+    const waiter = new Waiter(waits, this.#wakeups, keys, wait, options.signal, this.quorum, grants);
     let attempt = 0;
     // Behind a caller that just found no quorum, one round is enough to confirm the outage.
     let unreachableRounds = predecessorFoundNoQuorum ? UNREACHABLE_RETRIES : 0;
@@ -211,13 +223,15 @@ export class Redlock extends EventEmitter implements LockEngine {
           : await this.#shared.attempt(list, keys, ttlMs, attempt, fencing, waiter, kind, observer);
         if ('lock' in result) return acquired(observer, result.lock);
         cleanup = result.cleanup;
+        // Granted by hand-off while the round was out (the grants came before its refusals).
+        if (waiter.granted) return acquired(observer, this.#exclusive.handedOff(list, keys, ttlMs, waiter, waiter.granted, observer));
         const left = giveUpAt - monotonicNow();
         if (!result.retryable) unreachableRounds++;
         const retryable = result.retryable || unreachableRounds <= UNREACHABLE_RETRIES;
         // A quarantine that outlasts the budget: say so now, with when to come back, not at the deadline.
         const outlasts = result.error instanceof QuorumUnreachableError && (result.error.retryAfterMs ?? 0) > left;
         if (!retryable || outlasts || attempt > wait.retryCount || left <= 0) {
-          this.#entries.leave(list, waiter);
+          this.#entries.leave(list, waiter, '');
           foundNoQuorum = !retryable;
           throw result.error;
         }
@@ -228,10 +242,15 @@ export class Redlock extends EventEmitter implements LockEngine {
         try {
           await (!fencing && queues && exclusive ? this.#handOver.asleep(line, waiter, pause) : pause());
         } catch {
-          this.#entries.leave(list, waiter);
+          this.#entries.leave(list, waiter, '');
           throw new AcquireAbortedError(list, options.signal?.reason);
         }
-        if (waiter.handed) return acquired(observer, waiter.handed);
+        if (waiter.handed) {
+          // Handed over in this process: keys granted by hand-off meanwhile go on to the next waiter.
+          if (waiter.grants?.heard) this.#entries.leave(list, waiter, waiter.handed.token);
+          return acquired(observer, waiter.handed);
+        }
+        if (waiter.granted) return acquired(observer, this.#exclusive.handedOff(list, keys, ttlMs, waiter, waiter.granted, observer));
       }
     } catch (error) {
       await cleanup;
@@ -406,7 +425,7 @@ export class Redlock extends EventEmitter implements LockEngine {
     if (passed) {
       this.#held.add(passed.handed, acquisition.round, passed.to, false);
       // The new holder's queue entries are cleared by its own release; the old holder's, now.
-      if (enlisted(acquisition)) this.#entries.leave(lock.resources, acquisition.waiter);
+      if (enlisted(acquisition)) this.#entries.leave(lock.resources, acquisition.waiter, lock.token);
       return { releasedOn: 0, heldUntilRelease: true, nodes: [], handedOver: true };
     }
     this.#handOver.released(lock, line);

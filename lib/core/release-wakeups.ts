@@ -11,10 +11,19 @@ const LINGER_MS = 1_000;
 /** How long a waiter waits for a master to confirm a subscription before relying on its timer. */
 const SUBSCRIBE_WAIT_MS = 100;
 
-/** Called with the id of the waiter whose turn it is, or '' for anyone, and which master (its index) said so. */
-type Listener = (nextWaiter: string, master: number) => void;
+/** A grant by hand-off: which request of the waiter wrote the entry, and how long before the grant by the master's clock. */
+export interface HandOffMessage {
+  readonly anchor: number;
+  readonly elapsed: number;
+}
 
-/** Where the masters name this process's queue heads: "<waiter id> <lock key>" (see handOn). */
+/**
+ * Called with the id of the waiter whose turn it is, or '' for anyone, which master (its index)
+ * said so, and whether that master granted it the lock by hand-off.
+ */
+type Listener = (nextWaiter: string, master: number, grant: HandOffMessage | undefined) => void;
+
+/** Where the masters name this process's queue heads: "<waiter id>[/<anchor>/<elapsed>] <lock key>" (see handOn). */
 const PROCESS_CHANNEL = WAKE_CHANNEL_PREFIX + PROCESS_ID;
 
 /**
@@ -135,13 +144,19 @@ export class ReleaseWakeups {
       subscriber = new Subscriber(node.client, (channel, message) => {
         let key = channel;
         let next = message;
+        let grant: HandOffMessage | undefined;
         if (channel === PROCESS_CHANNEL) {
           const space = message.indexOf(' ');
           next = message.slice(0, space);
           key = message.slice(space + 1);
+          const [id, anchor, elapsed] = next.split('/');
+          if (elapsed !== undefined) {
+            next = id!;
+            grant = { anchor: Number(anchor), elapsed: Number(elapsed) };
+          }
         }
         const set = this.#listeners.get(key);
-        if (set) for (const listener of [...set]) listener(next, master);
+        if (set) for (const listener of [...set]) listener(next, master, grant);
       });
       this.#subscribers.set(node, subscriber);
     }

@@ -2,7 +2,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { LockHeldError, QuorumUnreachableError, type RedlockError } from './errors.js';
 import type { WaitOptions } from './redlock-options.js';
 import type { Lock } from './lock.js';
-import type { ReleaseWakeups } from './release-wakeups.js';
+import type { HandOffGrants, HandOffGrant } from './hand-off-grants.js';
+import type { HandOffMessage, ReleaseWakeups } from './release-wakeups.js';
 import { PROCESS_ID } from './token.js';
 
 let sequence = 0;
@@ -12,6 +13,12 @@ let sequence = 0;
  * before it tries anyway (see #named).
  */
 const MIN_WAKE_SPREAD_MS = 1;
+/**
+ * The same for a waiter granted the lock by hand-off on fewer masters than it needs: the others'
+ * grants are on their way, and a round of its own now would take over the grants it has, and
+ * give them away again if that round failed where the release has not landed yet.
+ */
+const MIN_GRANT_SPREAD_MS = 5;
 
 /**
  * One acquire call's place in line: the identity and ticket it queues under on every master,
@@ -51,12 +58,15 @@ export class Waiter {
     private readonly wait: Required<WaitOptions>,
     private readonly signal: AbortSignal | undefined,
     private readonly quorum = 1,
+    /** For a waiter that a release may grant the lock to (docs/GUARANTEES.md, "Server-side hand-off"). */
+    readonly grants?: HandOffGrants,
   ) {
     sequence = (sequence + 1) % 1_000_000;
     this.id = queues ? `${PROCESS_ID}:${sequence}` : '';
     // Wall-clock ticket: the only clock every process shares. Skew between clients only costs
     // fairness, never safety. Microsecond slots keep tickets of one process apart.
     this.ticket = Date.now() * 1000 + (sequence % 1000);
+    grants?.whenCounted((held, master) => (held ? this.#wakeUp() : this.#namedBy(master, true)));
   }
 
   /**
@@ -65,6 +75,7 @@ export class Waiter {
    * could otherwise have gone unheard.
    */
   async pause(error: RedlockError, leftMs: number): Promise<void> {
+    if (this.grants?.lock) return;
     if (error instanceof QuorumUnreachableError && error.retryAfterMs !== undefined) {
       // Masters in restart quarantine vote again at a known time: asking before is pointless.
       await sleep(Math.min(leftMs, error.retryAfterMs), undefined, { signal: this.signal });
@@ -103,17 +114,17 @@ export class Waiter {
 
   /** Ends a sleep at once: the lock was just released by a caller of this process. */
   wakeNow(): void {
-    this.#woken = true;
-    this.#wake?.();
+    this.#wakeUp();
   }
 
   /**
    * Called just before a round that may queue this waiter: it starts listening now (no round
    * trip), so that a release naming it right after the round cannot go unheard.
    */
-  beforeRound(): void {
+  beforeRound(attempt = 0): void {
     // A caller that does not queue never pauses: nothing to time or listen for.
     if (!this.wakeups || this.id === '') return;
+    this.grants?.sending(attempt);
     this.#roundStartedAt = performance.now();
     if (this.#stopListening) return;
     this.#heardSinceRound = this.wakeups.namesReachUs;
@@ -121,7 +132,7 @@ export class Waiter {
   }
 
   #listen(): void {
-    const { stop, subscribed } = this.wakeups!.register(this.channels, (next, master) => this.#named(next, master));
+    const { stop, subscribed } = this.wakeups!.register(this.channels, (next, master, grant) => this.#named(next, master, grant));
     this.#stopListening = stop;
     this.#subscribe = subscribed;
   }
@@ -129,6 +140,11 @@ export class Waiter {
   /** A lock another caller of this process handed over while we slept, if any. */
   get handed(): Lock | undefined {
     return this.#handed;
+  }
+
+  /** A lock a majority of masters granted this waiter by hand-off, if any. */
+  get granted(): HandOffGrant | undefined {
+    return this.grants?.lock;
   }
 
   /**
@@ -156,19 +172,31 @@ export class Waiter {
    * (about how far apart the masters' answers come): the others may have no queue entry of it,
    * or their message may be lost.
    */
-  #named(next: string, master: number): void {
+  #named(next: string, master: number, grant: HandOffMessage | undefined): void {
     if (next !== '' && next !== this.id) return;
+    if (grant && this.grants) {
+      const verdict = this.grants.granted(master, grant.anchor, grant.elapsed);
+      if (verdict === 'held') this.#wakeUp();
+      // 'later': counted once its round's answers allow, which names it (#namedBy) if that is not enough.
+      if (verdict !== 'no') return;
+    }
+    this.#namedBy(master, grant !== undefined);
+  }
+
+  #namedBy(master: number, granting: boolean): void {
     this.#wokenBy.add(master);
     if (this.#wokenBy.size >= this.#wakesNeeded) {
-      this.#woken = true;
-      this.#wake?.();
+      this.#wakeUp();
     } else if (this.#wokenBy.size === 1) {
       clearTimeout(this.#spreadTimer);
-      this.#spreadTimer = setTimeout(() => {
-        this.#woken = true;
-        this.#wake?.();
-      }, Math.max(MIN_WAKE_SPREAD_MS, this.#lastRoundMs));
+      const spreadMs = granting ? Math.max(MIN_GRANT_SPREAD_MS, 2 * this.#lastRoundMs) : Math.max(MIN_WAKE_SPREAD_MS, this.#lastRoundMs);
+      this.#spreadTimer = setTimeout(() => this.#wakeUp(), spreadMs);
     }
+  }
+
+  #wakeUp(): void {
+    this.#woken = true;
+    this.#wake?.();
   }
 
   /**

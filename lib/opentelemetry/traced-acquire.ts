@@ -42,6 +42,10 @@ export class TracedAcquire implements AcquireObserver {
     this.#granted = granted;
   }
 
+  handedOff(granted: number): void {
+    this.#granted = granted;
+  }
+
   waiting(): void {
     this.#waitingSince = performance.now();
     this.#instruments.waiters.add(1, this.#resources);

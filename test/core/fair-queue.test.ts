@@ -11,6 +11,7 @@ import {
 } from '../../lib/core/lua-scripts.js';
 import { SHARED_ACQUIRE_SCRIPT, SHARED_RELEASE_SCRIPT } from '../../lib/core/shared-scripts.js';
 import { connectMasters, disconnectAll, keysOn, separateEngine, watchCalls } from '../support/masters.js';
+import { enlisted } from '../support/enlisted.js';
 import { RedisFleet } from '../support/redis-fleet.js';
 
 let fleet: RedisFleet;
@@ -26,12 +27,6 @@ afterAll(async () => {
 });
 
 const engine = () => separateEngine(fleet.urls(), opened);
-
-/** Resolves once every master has a live queue entry for `resource`: the waiter has enlisted. */
-async function enlisted(clients: readonly Redis[], resource: string): Promise<void> {
-  const entries = () => Promise.all(clients.map((c) => c.hlen(`redlock-queue:${resource}`)));
-  await expect.poll(async () => Math.min(...(await entries()))).toBeGreaterThan(0);
-}
 
 /**
  * Counts the requests a client sends from now on that may take or free keys: takes (a plain

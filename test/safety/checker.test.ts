@@ -55,7 +55,7 @@ function extend(token: string, at: number, done: number, ttl: number, phase: 'ok
 
 let seq = 0;
 /** What the store applied: a read or a write, accepted or not. */
-function store(op: 'read' | 'write', at: number, fields: { token: string; fence: number; accepted: boolean; value?: number; plain?: number; resource?: string }): HistoryEvent {
+function store(op: 'read' | 'write', at: number, fields: { token: string; fence: number | undefined; accepted: boolean; value?: number; plain?: number; resource?: string }): HistoryEvent {
   return {
     proc: 'store',
     worker: 0,
@@ -205,6 +205,25 @@ describe('the safety checker', () => {
     const result = checkHistory(history);
     expect(result.counts['lost-update']).toBe(1);
     expect(result.counts['lost-update-fenced']).toBe(0);
+  });
+
+  it("judges an unfenced lock's operations by the unfenced counter alone", () => {
+    const mixed = (bPlain: number) => [
+      ...hold({ token: 'a', fence: 5, ok: 0, validFor: 100, release: 10 }),
+      store('read', 2, { token: 'a', fence: 5, accepted: true }),
+      store('write', 4, { token: 'a', fence: 5, accepted: true, value: 1, plain: 1 }),
+      // b holds no fence: the store leaves the fenced counter (1) and its mark (5) alone.
+      ...hold({ proc: 'q', token: 'b', ok: 12, validFor: 100, release: 30 }),
+      store('read', 14, { token: 'b', fence: undefined, accepted: true }),
+      store('write', 16, { token: 'b', fence: undefined, accepted: true, value: 1, plain: bPlain }),
+      ...hold({ token: 'c', fence: 6, ok: 32, validFor: 100, release: 40 }),
+      store('write', 34, { token: 'c', fence: 6, accepted: true, value: 2, plain: bPlain + 1 }),
+      final(100, 2, bPlain + 1),
+    ];
+    expect(checkHistory(mixed(2)).ok).toBe(true);
+    expect(checkHistory(mixed(2)).stats).toMatchObject({ writesAccepted: 2, writesRejected: 0, plainWrites: 3 });
+    // b overwrote a's plain write with the same value: a lost update, found without a fence.
+    expect(checkHistory(mixed(1)).counts['lost-update']).toBe(1);
   });
 
   it('finds a lost update from the final value alone', () => {

@@ -6,6 +6,7 @@
 //   --only NAME     run only test/safety/NAME* (the report then goes to stdout, not docs/SAFETY.md);
 //                   several names may be given, comma-separated
 //   --kinds shared  run only the semaphore and read-write cases of the scenarios that run every kind
+//   --kinds lock    run only the plain lock's cases (no semaphore or read-write case)
 //   --out FILE      where to write the report (default docs/SAFETY.md)
 //
 // Plain JavaScript on purpose: it only starts vitest (which compiles the TypeScript) with
@@ -89,13 +90,13 @@ function parseArgs(argv) {
     else usage(1, `unknown argument ${argv[i]}`);
   }
   if (!(args.minutes > 0)) usage(1, '--minutes must be a positive number');
-  if (args.kinds !== undefined && args.kinds !== 'shared') usage(1, '--kinds takes only: shared');
+  if (args.kinds !== undefined && args.kinds !== 'shared' && args.kinds !== 'lock') usage(1, '--kinds takes: shared, lock');
   return args;
 }
 
 function usage(code, problem) {
   if (problem) console.error(problem);
-  console.error('usage: npm run test:safety -- [--minutes N] [--only NAME[,NAME...]] [--kinds shared] [--out FILE]');
+  console.error('usage: npm run test:safety -- [--minutes N] [--only NAME[,NAME...]] [--kinds shared|lock] [--out FILE]');
   process.exit(code);
 }
 
@@ -144,7 +145,7 @@ function violationsText(result) {
 function report({ results, minutes, started, finished, info, command, exitCode, only, kinds }) {
   // With --only, the scenarios of other files were not asked for: only those of that file can be missing.
   const prefixes = only ? only.split(',') : [''];
-  const expected = ORDER.filter((id) => prefixes.some((prefix) => id.startsWith(prefix)) && (!kinds || SHARED_ID.test(id)));
+  const expected = ORDER.filter((id) => prefixes.some((prefix) => id.startsWith(prefix)) && (!kinds || SHARED_ID.test(id) === (kinds === 'shared')));
   const missing = expected.filter((id) => !results.some((r) => r.id === id));
   const allGood = results.every((r) => r.asExpected) && missing.length === 0 && exitCode === 0;
   const lines = [];
@@ -161,20 +162,20 @@ function report({ results, minutes, started, finished, info, command, exitCode, 
     '',
   );
   lines.push(
-    '| scenario | ran | lock cycles | faults injected | violations found | expected | result |',
-    '|---|---|---|---|---|---|---|',
+    '| scenario | ran | lock cycles | of which by hand-off | faults injected | violations found | expected | result |',
+    '|---|---|---|---|---|---|---|---|',
   );
   for (const r of results) {
     lines.push(
-      `| ${cell(r.title)} | ${(r.durationMs / 60_000).toFixed(1)} min | ${r.holds} | ${r.faults} | ${cell(violationsText(r))} | ` +
+      `| ${cell(r.title)} | ${(r.durationMs / 60_000).toFixed(1)} min | ${r.holds} | ${r.handedOff ?? '-'} | ${r.faults} | ${cell(violationsText(r))} | ` +
         `${r.expected === 'safe' ? '0' : '> 0 (control)'} | ${r.asExpected ? 'as expected' : '**not as expected**'} |`,
     );
   }
-  for (const id of missing) lines.push(`| ${id} | - | - | - | - | - | **no result: the test failed before it finished** |`);
+  for (const id of missing) lines.push(`| ${id} | - | - | - | - | - | - | **no result: the test failed before it finished** |`);
   lines.push(
     '',
     '*Lock cycles*: successful acquisitions, each followed by a read-modify-write of the protected store and a ' +
-      'release. *Faults injected*: the kills, restarts, pauses, lost replies... counted one per master and event. ' +
+      'release. *By hand-off*: those a release granted (server-side hand-off), with no round of the holder\'s own. *Faults injected*: the kills, restarts, pauses, lost replies... counted one per master and event. ' +
       '*Violations*: what the history checker found (below); 0 is expected everywhere except the control, whose ' +
       'violations prove the checker sees the fault the restart quarantine prevents.',
     '',
@@ -269,7 +270,8 @@ if (!existsSync(vitest)) usage(1, 'vitest is not installed: run npm ci first');
 const filters = args.only ? args.only.split(',').map((name) => `test/safety/${name}`) : ['test/safety'];
 // The shared kinds' cases are named after the kind (KINDS in test/safety/support/scenario-kit.ts);
 // not anchored, since a case inside a describe block is matched under the block's name.
-const kindFilter = args.kinds ? ['-t', '(Semaphore \\(limit 2\\)|Read-write lock \\(70% readers\\)): '] : [];
+const SHARED_TITLE = '(Semaphore \\(limit 2\\)|Read-write lock \\(70% readers\\)): ';
+const kindFilter = args.kinds === 'shared' ? ['-t', SHARED_TITLE] : args.kinds === 'lock' ? ['-t', `^(?!.*${SHARED_TITLE})`] : [];
 const command = `npm run test:safety -- --minutes ${args.minutes}${args.only ? ` --only ${args.only}` : ''}${args.kinds ? ` --kinds ${args.kinds}` : ''}`;
 
 console.log(`Safety suite, ${args.minutes} min per scenario, one scenario at a time (results in ${resultsDir})`);

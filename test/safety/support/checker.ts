@@ -16,6 +16,7 @@ import { checkSharedHolds, isShared } from './shared-holds-check.js';
  * 2. `lost-update`: the store's unfenced counter, read-modify-written under the lock only, never
  *    skips: each write stores the value before it plus one, and the final value equals the number
  *    of writes. `lost-update-fenced`: the same for the fenced counter and its accepted writes.
+ *    An unfenced lock's operations (no fence) touch only the unfenced counter.
  * 3. `fence-order`: successive holders of a resource (ordered by acquire ok, windows not empty)
  *    got strictly increasing fencing tokens. `stale-accepted`: the store never accepted an
  *    operation whose fence was below one it had accepted before (or equal, from another holder):
@@ -301,7 +302,9 @@ function checkStore(events: readonly HistoryEvent[], out: Violation[]) {
     let plainCount = 0;
     let chainBroken = false;
     for (const op of list) {
-      if (op.accepted) {
+      // An unfenced lock's operation: only the plain counter is its.
+      const fenced = op.fence !== undefined;
+      if (op.accepted && fenced) {
         const stale = op.fence! < maxFence || (op.fence === maxFence && op.token !== maxToken);
         if (stale) {
           out.push({
@@ -317,7 +320,7 @@ function checkStore(events: readonly HistoryEvent[], out: Violation[]) {
         }
       }
       if (op.op !== 'store-write') continue;
-      if (op.accepted) {
+      if (fenced && op.accepted) {
         writesAccepted++;
         accepted++;
         if (op.value !== value + 1) {
@@ -330,7 +333,7 @@ function checkStore(events: readonly HistoryEvent[], out: Violation[]) {
           });
         }
         value = op.value!;
-      } else {
+      } else if (fenced) {
         writesRejected++;
       }
       if (op.plain !== undefined) {

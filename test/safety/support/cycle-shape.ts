@@ -1,16 +1,25 @@
 import type { WorkerConfig } from './protocol.js';
 
-/** What one cycle of a worker asks for: nothing beyond the lock, a permit, a reader or a writer. */
+/** What one cycle of a worker asks for: the lock (fenced or not), a permit, a reader or a writer. */
 export interface CycleShape {
   readonly mode?: 'read' | 'write';
   readonly limit?: number;
+  /** False for a lock without a fencing token; fenced otherwise. */
+  readonly fencing?: boolean;
 }
 
-/** A cycle's shape under `config.shared`: every acquire a permit, or a reader with `readShare` odds, else a writer. */
+/**
+ * How often a plain lock's cycle goes without a fencing token. A fenced lock always takes its own
+ * rounds, so without these the suite would never see a lock handed over within a process or
+ * granted by a release (server-side hand-off); the store's fenced counter skips them.
+ */
+const UNFENCED_SHARE = 0.5;
+
+/** A cycle's shape under `config.shared`: every acquire a permit, or a reader with `readShare` odds, else a writer; for the lock, fenced or not. */
 export function cycleShape(shared: WorkerConfig['shared']): CycleShape {
   if (shared?.limit !== undefined) return { limit: shared.limit };
   if (shared?.readShare !== undefined) return Math.random() < shared.readShare ? { mode: 'read' } : { mode: 'write' };
-  return {};
+  return Math.random() < UNFENCED_SHARE ? { fencing: false } : {};
 }
 
 /** Readers and permits share the resource: they hold without touching the store, which assumes one holder. */

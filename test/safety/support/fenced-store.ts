@@ -17,7 +17,8 @@ import { now, type History } from './history.js';
 export interface StoreRequest {
   readonly op: 'read' | 'write';
   readonly resource: string;
-  readonly fence: number;
+  /** Absent for an unfenced lock: the fenced counter is neither read nor written, the plain one is. */
+  readonly fence?: number;
   readonly token: string;
   readonly proc: string;
   readonly worker: number;
@@ -52,14 +53,15 @@ export class FencedStore {
   apply(request: StoreRequest): StoreReply {
     const cell = this.#cell(request.resource);
     const highestFence = cell.highestFence;
+    const fenced = request.fence !== undefined;
     const accepted =
-      request.fence > cell.highestFence || (request.fence === cell.highestFence && request.token === cell.highestToken);
-    if (accepted) {
+      !fenced || request.fence! > cell.highestFence || (request.fence === cell.highestFence && request.token === cell.highestToken);
+    if (accepted && fenced) {
       cell.highestFence = request.fence;
       cell.highestToken = request.token;
     }
     if (request.op === 'write') {
-      if (accepted) cell.value = request.value!;
+      if (accepted && fenced) cell.value = request.value!;
       if (request.plain !== undefined) cell.plain = request.plain;
     }
     const seq = ++this.#seq;
@@ -74,7 +76,7 @@ export class FencedStore {
       fence: request.fence,
       seq,
       accepted,
-      value: request.op === 'write' ? request.value : cell.value,
+      value: request.op === 'write' && fenced ? request.value : cell.value,
       ...(request.op === 'write' ? (request.plain !== undefined ? { plain: request.plain } : {}) : { plain: cell.plain }),
       note: `${request.proc}/${request.worker}`,
     });

@@ -62,6 +62,8 @@ export interface HistoryEvent {
   single?: boolean;
   /** acquire ok: a reader (`'read'`); absent for the exclusive lock. */
   mode?: 'read' | 'write';
+  /** acquire ok: granted by a release (server-side hand-off), with no round of the caller's own. */
+  handedOff?: boolean;
   /** acquire ok: a semaphore's permit, of this limit; absent for limit 1. */
   limit?: number;
   /** store: the fenced value (read: current; write: the new value). */

@@ -113,6 +113,8 @@ export interface ScenarioSpec {
 export interface ScenarioResult extends ScenarioSpec {
   readonly durationMs: number;
   readonly holds: number;
+  /** Of the holds, how many a release granted (server-side hand-off). */
+  readonly handedOff: number;
   readonly acquireFailures: number;
   readonly faults: number;
   readonly violations: number;
@@ -144,7 +146,7 @@ export class SafetyRun {
   onHerdDone: ((worker: WorkerProcess, episode: number) => void) | undefined;
   readonly #listeners = new Set<() => void>();
   /** Every successful acquisition as it arrives (time, process): for cheap progress checks. */
-  readonly #holds: { t: bigint; proc: string }[] = [];
+  readonly #holds: { t: bigint; proc: string; fenced: boolean }[] = [];
   #finalRecorded = false;
 
   constructor(readonly spec: ScenarioSpec) {}
@@ -238,7 +240,7 @@ export class SafetyRun {
 
   /** Tells the progress counter about events recorded outside a worker process (a LocalHolder). */
   noteHolds(events: readonly HistoryEvent[]): void {
-    for (const e of events) if (e.op === 'acquire' && e.phase === 'ok') this.#holds.push({ t: e.t, proc: e.proc });
+    for (const e of events) if (e.op === 'acquire' && e.phase === 'ok') this.#holds.push({ t: e.t, proc: e.proc, fenced: e.fence !== undefined });
   }
 
   /**
@@ -246,15 +248,16 @@ export class SafetyRun {
    * newest back: cheap however long the history. Events of one process arrive in order; batches
    * of different processes interleave, and a process that blocked its own loop sends late, so the
    * scan goes on a generous 10 s past `since` before it concludes nothing older can follow.
+   * `fencedOnly`: count only locks with a fencing token.
    */
-  holdsSince(since: bigint, proc: string | ((proc: string) => boolean) = () => true): number {
+  holdsSince(since: bigint, proc: string | ((proc: string) => boolean) = () => true, fencedOnly = false): number {
     const accepts = typeof proc === 'string' ? (p: string) => p === proc : proc;
     const horizon = since - 10_000_000_000n;
     let count = 0;
     for (let i = this.#holds.length - 1; i >= 0; i--) {
       const hold = this.#holds[i]!;
       if (hold.t < horizon) break;
-      if (hold.t >= since && accepts(hold.proc)) count++;
+      if (hold.t >= since && accepts(hold.proc) && (hold.fenced || !fencedOnly)) count++;
     }
     return count;
   }
@@ -308,6 +311,7 @@ export class SafetyRun {
       ...this.spec,
       durationMs,
       holds: check.stats.holds,
+      handedOff: this.history.events().filter((e) => e.op === 'acquire' && e.phase === 'ok' && e.handedOff).length,
       acquireFailures: check.stats.acquireFailures,
       faults: this.faults,
       violations: check.violations.length,
@@ -320,7 +324,7 @@ export class SafetyRun {
     writeResult(result);
     // One line per scenario in the test output: what was exercised, not only that it passed.
     console.log(
-      `[safety] ${result.id}: ${result.holds} holds, ${result.acquireFailures} failed acquires, ${result.faults} faults, ` +
+      `[safety] ${result.id}: ${result.holds} holds (${result.handedOff} by hand-off), ${result.acquireFailures} failed acquires, ${result.faults} faults, ` +
         `${result.violations} violations${result.violations ? ` (${summarize(check).split('\n')[0]})` : ''}, ` +
         `${Math.round(durationMs / 100) / 10} s: ${asExpected ? 'as expected' : 'NOT AS EXPECTED'}` +
         (process.env['SAFETY_VERBOSE'] ? `\n${this.expectations.map((e) => `  ${e.ok ? 'ok ' : 'NO '} ${e.what}${e.detail ? ` -- ${e.detail}` : ''}`).join('\n')}` : ''),

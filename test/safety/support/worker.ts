@@ -28,7 +28,15 @@ async function newEngine(): Promise<Engine> {
   const clients = config.voters ? await connectSafetyVoters(config.voters) : await connectMasters(config.urls);
   // Warnings go into the history: a scenario can check what the engine told its operator.
   const logger = { warn: (message: string) => record({ worker: -1, op: 'warning', phase: 'ok', note: message.slice(0, 400) }) };
-  const redlock = new Redlock(clients, { ...config.engine, logger });
+  // Tells `acquire` which of its calls were granted by hand-off: the observer is made synchronously
+  // inside the call, so it takes the flag set just before it.
+  const instrumentation = {
+    acquireStarted: () => {
+      const call = observing;
+      return call ? { handedOff: () => void (call.handedOff = true) } : undefined;
+    },
+  };
+  const redlock = new Redlock(clients, { ...config.engine, logger, instrumentation });
   redlock.on('quarantine', (notice: QuarantineNotice) =>
     record({ worker: -1, op: 'quarantine', phase: 'ok', note: `${notice.node} ${notice.reason} ${Math.round(notice.remainingMs)} ms` }),
   );
@@ -85,8 +93,10 @@ interface Cycle {
 }
 
 let opIds = 0;
-function newCycle(worker: number, resource: string): Cycle {
-  return { worker, resource, ttl: pick(config.ttlMs), id: `${proc}:${worker}:${++opIds}`, shape: cycleShape(config.shared) };
+/** The acquire call being started, for the engine's observer (see newEngine). */
+let observing: { handedOff: boolean } | undefined;
+function newCycle(worker: number, resource: string, shape = cycleShape(config.shared)): Cycle {
+  return { worker, resource, ttl: pick(config.ttlMs), id: `${proc}:${worker}:${++opIds}`, shape };
 }
 
 async function acquire(engine: Engine, cycle: Cycle): Promise<Lock | undefined> {
@@ -96,15 +106,19 @@ async function acquire(engine: Engine, cycle: Cycle): Promise<Lock | undefined> 
   // (masters split on the slot), whose validity counts from its own start.
   const oneRound = single && (cycle.shape.limit ?? 1) <= 1;
   record({ worker, op: 'acquire', phase: 'invoke', id, resource, ttl, single: oneRound });
+  const observed = { handedOff: false };
   try {
-    const lock = single
-      ? await engine.redlock.tryAcquire(resource, ttl, { fencing: true, ...cycle.shape })
-      : await engine.redlock.acquire(resource, ttl, {
+    observing = observed;
+    const acquiring = single
+      ? engine.redlock.tryAcquire(resource, ttl, { fencing: true, ...cycle.shape })
+      : engine.redlock.acquire(resource, ttl, {
           ...cycle.shape,
-          fencing: true,
+          fencing: cycle.shape.fencing ?? true,
           signal: stopping.signal,
           waitTimeoutMs: config.waitTimeoutMs ?? 10_000,
         });
+    observing = undefined;
+    const lock = await acquiring;
     if (!lock) {
       acquireFailures++;
       record({ worker, op: 'acquire', phase: 'fail', id, resource, code: 'LOCK_HELD' });
@@ -118,6 +132,7 @@ async function acquire(engine: Engine, cycle: Cycle): Promise<Lock | undefined> 
       resource,
       ttl,
       single: oneRound,
+      ...(observed.handedOff ? { handedOff: true } : {}),
       driftFactor: engine.redlock.options.driftFactor,
       token: lock.token,
       fence: lock.fence,
@@ -137,7 +152,7 @@ async function storeOp(cycle: Cycle, lock: Lock, op: 'read' | 'write', values: {
   const { worker, resource } = cycle;
   const id = `${cycle.id}:${op}`;
   record({ worker, op, phase: 'invoke', id, resource, token: lock.token, fence: lock.fence, ...values });
-  const reply = await ask('store', { op, resource, fence: lock.fence!, token: lock.token, proc, worker, ...values });
+  const reply = await ask('store', { op, resource, fence: lock.fence, token: lock.token, proc, worker, ...values });
   record({
     worker,
     op,
@@ -264,7 +279,8 @@ async function loopCycle(engine: Engine, worker: number, resource: string): Prom
 }
 
 async function stallCycle(engine: Engine, worker: number, resource: string): Promise<boolean> {
-  const cycle = newCycle(worker, resource);
+  // Fenced: the stalled holder's late write must be turned away by its fence.
+  const cycle = newCycle(worker, resource, { ...cycleShape(config.shared), fencing: true });
   const lock = await acquire(engine, cycle);
   if (!lock) return false;
   const stopExtending = autoExtend(lock, cycle.ttl);

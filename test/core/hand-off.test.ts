@@ -1,0 +1,242 @@
+import type { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { validityMs } from '../../lib/core/clock.js';
+import { HandOffGrants } from '../../lib/core/hand-off-grants.js';
+import { ACQUIRE_SCRIPT, LEAVE_SCRIPT, QUEUE_ENTRY_STAY_MS, RELEASE_ONE_SCRIPT, WAKE_CHANNEL_PREFIX } from '../../lib/core/lua-scripts.js';
+import type { RoundResult } from '../../lib/core/quorum-round.js';
+import { RedisNode } from '../../lib/core/redis-node.js';
+import type { Redlock } from '../../lib/core/redlock.js';
+import { connectMasters, disconnectAll, separateEngine, untilReady, watchCalls } from '../support/masters.js';
+import { enlisted } from '../support/enlisted.js';
+import { RedisFleet } from '../support/redis-fleet.js';
+
+// Server-side hand-off (docs/GUARANTEES.md): a release that frees a key grants it to the head
+// of the masters' queue, so a turn between processes costs the waiter no round of its own.
+
+let fleet: RedisFleet;
+const opened: Redis[] = [];
+
+beforeAll(async () => {
+  fleet = await RedisFleet.start(3);
+});
+
+afterAll(async () => {
+  disconnectAll(opened);
+  await fleet?.stopAll();
+});
+
+/** Counts, per master, the acquire scripts a client sends from now on. */
+function countAcquires(clients: readonly Redis[]): number[] {
+  const counts = clients.map(() => 0);
+  clients.forEach((client, index) =>
+    watchCalls(client, 'evalsha', ([sha]) => {
+      if (sha === ACQUIRE_SCRIPT.sha) counts[index]!++;
+    }),
+  );
+  return counts;
+}
+
+/**
+ * A first wait joins the waiter's process channel on every master; until then a refused waiter
+ * retries at once, in case a release came before it listened. Later waiters listen before their round.
+ */
+async function warmUp(holder: Redlock, waiter: Redlock, clients: readonly Redis[], resource: string): Promise<void> {
+  const warm = await holder.acquire(resource, 10_000);
+  const warming = waiter.acquire(resource, 10_000, { waitTimeoutMs: 20_000 });
+  await enlisted(clients, resource);
+  await warm.release();
+  await (await warming).release();
+}
+
+describe('a release hands the lock to the head of the queue', () => {
+  it.each([
+    ['on', true, 1],
+    ['off (the control)', false, 2],
+  ])('hand-off %s: the waiter sends %#: one round that queued it, and no other', async (_name, handOff, rounds) => {
+    const resource = `granted-${handOff}`;
+    const a = await separateEngine(fleet.urls(), opened);
+    const b = await separateEngine(fleet.urls(), opened, { handOff });
+    await warmUp(a.redlock, b.redlock, a.clients, `${resource}-warm-up`);
+    const held = await a.redlock.acquire(resource, 10_000);
+    const acquires = countAcquires(b.clients);
+    const waiting = b.redlock.acquire(resource, 10_000, { waitTimeoutMs: 20_000 });
+    await enlisted(a.clients, resource);
+    await held.release();
+    const lock = await waiting;
+    // Off, the release only reserves the key: the waiter needs a second round to take it.
+    expect(acquires).toEqual(b.clients.map(() => rounds));
+    // Granted with the token its request left in its entry, on every master.
+    expect(await Promise.all(b.clients.map((client) => client.get(`redlock:${resource}`)))).toEqual(b.clients.map(() => lock.token));
+    expect(lock.remainingMs()).toBeGreaterThan(0);
+    expect(lock.remainingMs()).toBeLessThanOrEqual(10_000);
+    // A lock like any other: it extends, and its release frees the key everywhere.
+    await lock.extend(10_000);
+    expect((await lock.release()).heldUntilRelease).toBe(true);
+    await expect.poll(() => Promise.all(b.clients.map((client) => client.exists(`redlock:${resource}`)))).toEqual([0, 0, 0]);
+  });
+
+  it('never to a second caller: the releaser asking again waits behind the granted head', async () => {
+    const a = await separateEngine(fleet.urls(), opened);
+    const b = await separateEngine(fleet.urls(), opened);
+    const held = await a.redlock.acquire('no-barging', 10_000);
+    const waiting = b.redlock.acquire('no-barging', 10_000, { waitTimeoutMs: 20_000 });
+    await enlisted(a.clients, 'no-barging');
+    await held.release();
+    expect(await a.redlock.tryAcquire('no-barging', 10_000)).toBeNull();
+    const lock = await waiting;
+    await lock.release();
+  });
+});
+
+describe('hand-off scripts on one master', () => {
+  /** A hand-off waiter's queue entry, as the acquire script writes it. */
+  const entry = (ticket: number, deadline: number, token: string, ttl: number, stamp: number, anchor: number) =>
+    `${ticket} ${deadline} =${token} ${ttl} ${stamp} ${anchor}`;
+  const nowOn = async (client: Redis) => {
+    const [seconds, micros] = await client.time();
+    return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+  };
+
+  it('skips a dead head, grants the live one its token and ttl, and tells it how long ago its entry was written', async () => {
+    const [client] = await connectMasters([fleet.urls()[0]!]);
+    opened.push(client!);
+    const sub = (await connectMasters([fleet.urls()[0]!]))[0]!;
+    opened.push(sub);
+    const messages: string[] = [];
+    await sub.subscribe(`${WAKE_CHANNEL_PREFIX}proc`);
+    sub.on('message', (_channel, message) => messages.push(message));
+    const now = await nowOn(client!);
+    await client!.set('h1', 'holder', 'PX', 60_000);
+    await client!.hset('h1:q', 'proc:dead', entry(1, now - 10, 'dead.1', 5_000, now - 500, 1));
+    await client!.hset('h1:q', 'proc:live', entry(2, now + 60_000, 'live.3', 7_000, now - 200, 3));
+    await client!.hset('h1:q', 'proc:late', entry(3, now + 60_000, 'late.1', 7_000, now, 1));
+    expect(await client!.eval(RELEASE_ONE_SCRIPT.source, 2, 'h1', 'h1:q', 'holder', '', QUEUE_ENTRY_STAY_MS)).toBe(1);
+    expect(await client!.get('h1')).toBe('live.3');
+    const pttl = await client!.pttl('h1');
+    expect(pttl).toBeGreaterThan(6_000);
+    expect(pttl).toBeLessThanOrEqual(7_000);
+    // The granted entry and the dead one are gone; the next waiter stays queued.
+    expect((await client!.hkeys('h1:q')).sort()).toEqual(['proc:late']);
+    await expect.poll(() => messages.length).toBe(1);
+    const [head, key] = messages[0]!.split(' ');
+    const [id, anchor, elapsed] = head!.split('/');
+    expect([id, anchor, key]).toEqual(['proc:live', '3', 'h1']);
+    expect(Number(elapsed)).toBeGreaterThanOrEqual(200);
+    expect(Number(elapsed)).toBeLessThan(5_000);
+    sub.disconnect();
+  });
+
+  it("a waiter's later round takes over a key granted to an earlier token of its own; another's it waits for", async () => {
+    const [client] = await connectMasters([fleet.urls()[0]!]);
+    opened.push(client!);
+    const acquire = (token: string, prefix: string, anchor: number) =>
+      client!.eval(ACQUIRE_SCRIPT.source, 2, 'h2', 'h2:q', token, 10_000, 1, 'proc:me', 5, QUEUE_ENTRY_STAY_MS, prefix, anchor);
+    await client!.set('h2', 'mine.1', 'PX', 60_000);
+    expect(await acquire('mine.2', 'mine.', 2)).toEqual([1, 0]);
+    expect(await client!.get('h2')).toBe('mine.2');
+    expect(await client!.pttl('h2')).toBeLessThanOrEqual(10_000);
+    // Someone else's token: refused, and the entry it leaves carries the grant a release would make.
+    expect(await acquire('other.1', 'other.', 1)).toEqual([0, expect.any(Number)]);
+    const written = await client!.hget('h2:q', 'proc:me');
+    expect(written).toMatch(/^5 \d+ =other\.1 10000 \d+ 1$/);
+  });
+
+  it('a leaving waiter hands on the keys granted to it, but for the one it keeps', async () => {
+    const [client] = await connectMasters([fleet.urls()[0]!]);
+    opened.push(client!);
+    const now = await nowOn(client!);
+    for (const key of ['h3', 'h4']) {
+      await client!.set(key, 'mine.4', 'PX', 60_000);
+      await client!.hset(`${key}:q`, 'proc:next', `9 ${now + 60_000}`);
+    }
+    await client!.eval(LEAVE_SCRIPT.source, 2, 'h3', 'h3:q', QUEUE_ENTRY_STAY_MS, 'proc:me', 'mine.', '');
+    expect(await client!.get('h3')).toBe('~proc:next');
+    await client!.eval(LEAVE_SCRIPT.source, 2, 'h4', 'h4:q', QUEUE_ENTRY_STAY_MS, 'proc:me', 'mine.', 'mine.4');
+    expect(await client!.get('h4')).toBe('mine.4');
+  });
+});
+
+describe('the grants a waiter counts', () => {
+  const TTL = 10_000;
+  const DRIFT = 0.01;
+  const round = (statuses: readonly ('refused' | 'granted' | 'timeout')[]): RoundResult => ({
+    outcomes: statuses.map((status, index) => ({ node: `m${index}`, status })),
+    granted: statuses.filter((s) => s === 'granted').length,
+    refused: statuses.filter((s) => s === 'refused').length,
+    requests: statuses.map(() => Promise.resolve()),
+  });
+
+  it('validity counts from the request that wrote the entry, plus how long before the grant the master says that was', async () => {
+    const clients = await connectMasters(fleet.urls());
+    opened.push(...clients);
+    const nodes = clients.map((client) => new RedisNode(client));
+    const grants = new HandOffGrants(nodes, 2, TTL, DRIFT);
+    const clock = vi.spyOn(performance, 'now').mockReturnValue(1_000);
+    try {
+      grants.sending(3);
+      clock.mockReturnValue(2_000);
+      // Early: before its round was decided; counted once it is, as master 0 refused.
+      expect(grants.granted(0, 3, 900)).toBe('later');
+      grants.failed(round(['refused', 'refused', 'refused']));
+      // Another request's grant never counts.
+      expect(grants.granted(1, 2, 100)).toBe('no');
+      expect(grants.granted(1, 3, 400)).toBe('held');
+      // The later of the quorum's two deadlines is not the bound: the earlier one is.
+      expect(grants.lock!.deadline).toBe(1_000 + validityMs(399 + TTL, 0, DRIFT));
+      expect(grants.lock!.token).toBe(`${grants.prefix}3`);
+      expect([...grants.lock!.masters].sort()).toEqual([0, 1]);
+    } finally {
+      clock.mockRestore();
+    }
+  });
+
+  it('only from masters that refused that request, over the connection that carried the refusal', async () => {
+    const clients = await connectMasters(fleet.urls());
+    opened.push(...clients);
+    const nodes = clients.map((client) => new RedisNode(client));
+    await Promise.all(nodes.map((node) => node.identify(() => {})));
+    const grants = new HandOffGrants(nodes, 2, TTL, DRIFT);
+    grants.sending(1);
+    grants.failed(round(['refused', 'timeout', 'refused']));
+    // Master 1 did not refuse: a cleanup may still delete what it granted.
+    expect(grants.granted(1, 1, 0)).toBe('no');
+    // Master 2's connection closes and comes back: whoever answers there now may be another server.
+    const before = nodes[2]!.connection;
+    clients[2]!.disconnect(true);
+    await untilReady(clients[2]!);
+    await expect.poll(() => nodes[2]!.connection).not.toBe(before);
+    expect(grants.granted(2, 1, 0)).toBe('no');
+    expect(grants.granted(0, 1, 0)).toBe('no');
+    expect(grants.lock).toBeUndefined();
+    // The same grants, with master 2's connection intact, make a lock.
+    const control = new HandOffGrants(nodes, 2, TTL, DRIFT);
+    control.sending(1);
+    control.failed(round(['refused', 'timeout', 'refused']));
+    expect(control.granted(0, 1, 0)).toBe('no');
+    expect(control.granted(2, 1, 0)).toBe('held');
+  });
+
+  it("from a master whose answer is still on its way, once that answer is a refusal (a straggler's cleanup is not sent then)", async () => {
+    const clients = await connectMasters(fleet.urls());
+    opened.push(...clients);
+    const nodes = clients.map((client) => new RedisNode(client));
+    for (const [late, held] of [['refused', true], ['granted', false]] as const) {
+      const grants = new HandOffGrants(nodes, 2, TTL, DRIFT);
+      const heard: [boolean, number][] = [];
+      grants.whenCounted((isHeld, master) => heard.push([isHeld, master]));
+      grants.sending(1);
+      let answer!: () => void;
+      const decided = round(['refused', 'refused', 'refused']);
+      decided.outcomes[2]!.status = 'pending';
+      (decided.requests as Promise<unknown>[])[2] = new Promise<void>((resolve) => (answer = resolve));
+      grants.failed(decided);
+      expect(grants.granted(2, 1, 0)).toBe('later');
+      expect(grants.granted(1, 1, 0)).toBe('no');
+      decided.outcomes[2]!.status = late;
+      answer();
+      await expect.poll(() => heard.length).toBe(1);
+      expect(heard).toEqual([[held, 2]]);
+      expect(grants.lock !== undefined).toBe(held);
+    }
+  });
+});
