@@ -1,6 +1,7 @@
 import { monotonicNow, validityMs } from './clock.js';
 import type { RoundResult } from './quorum-round.js';
 import type { RedisNode } from './redis-node.js';
+import type { HandOffMessage } from './release-wakeups.js';
 import { newToken } from './token.js';
 
 /** A lock granted by hand-off: its token, its validity deadline (monotonic ms), and the round that queued it. */
@@ -30,6 +31,9 @@ export interface HandOffGrant {
  *   grant from a master whose answer is still on its way counts once that answer is a refusal.)
  * - Only over the connection the request went out on: a master whose connection closed since
  *   may be another server (a restart), whose grant is no vote.
+ * - Only from the server that master's connection identified (the grant names its run_id), and
+ *   once per server: a server listed under two names, whose one message reaches both names'
+ *   subscribers, grants once.
  * - Validity: request k left at `sentAt`, so the entry it wrote was stamped after that, and the
  *   key lives `ttl` after the grant, `elapsed` after the stamp by the master's clock: it cannot
  *   expire before `sentAt + (elapsed + ttl) * (1 - drift)`, less the usual 2 ms (and 1 ms for the
@@ -44,10 +48,12 @@ export class HandOffGrants {
   #round: RoundResult | undefined;
   /** Per master, its connection when request #anchor went out. */
   #sentOn: number[] = [];
-  /** Grants for #anchor that arrived before its round was decided: [master, elapsed]. */
-  #early: [number, number][] = [];
+  /** Grants for #anchor that arrived before its round was decided. */
+  #early: [number, HandOffMessage][] = [];
   /** Per counted master, the deadline its grant allows. */
   readonly #deadlines = new Map<number, number>();
+  /** The servers (run_id) counted. */
+  readonly #servers = new Set<string>();
   #granted: HandOffGrant | undefined;
   #heard = false;
   /** Told of a grant counted after the message that brought it (see `granted`). */
@@ -77,6 +83,7 @@ export class HandOffGrants {
     this.#round = undefined;
     this.#early = [];
     this.#deadlines.clear();
+    this.#servers.clear();
   }
 
   /** Request #anchor's round failed: the masters that refused it may now grant by hand-off. */
@@ -84,35 +91,36 @@ export class HandOffGrants {
     this.#round = round;
     const early = this.#early;
     this.#early = [];
-    for (const [master, elapsed] of early) {
-      if (this.#count(master, elapsed) !== 'later') this.#onLate?.(this.#granted !== undefined, master);
+    for (const [master, grant] of early) {
+      if (this.#count(master, grant) !== 'later') this.#onLate?.(this.#granted !== undefined, master);
     }
   }
 
   /**
-   * A master says it granted request `anchor` by hand-off, `elapsed` ms (its clock) after that
-   * request wrote the entry: 'held' once the lock is, 'no' when it does not count or is not
-   * enough, 'later' when it can only be counted once the round is decided or that master's
-   * answer has landed (then `whenCounted` hears of it).
+   * The master of index `master` says (by the message its subscriber received) that it granted
+   * request `grant.anchor` by hand-off, `grant.elapsed` ms (its clock) after that request wrote
+   * the entry: 'held' once the lock is, 'no' when it does not count or is not enough, 'later'
+   * when it can only be counted once the round is decided or that master's answer has landed
+   * (then `whenCounted` hears of it).
    */
-  granted(master: number, anchor: number, elapsed: number): 'held' | 'no' | 'later' {
+  granted(master: number, grant: HandOffMessage): 'held' | 'no' | 'later' {
     this.#heard = true;
     if (this.#granted) return 'held';
-    if (anchor !== this.#anchor) return 'no';
+    if (grant.anchor !== this.#anchor) return 'no';
     if (!this.#round) {
-      this.#early.push([master, elapsed]);
+      this.#early.push([master, grant]);
       return 'later';
     }
-    return this.#count(master, elapsed);
+    return this.#count(master, grant);
   }
 
-  #count(master: number, elapsed: number): 'held' | 'no' | 'later' {
+  #count(master: number, grant: HandOffMessage): 'held' | 'no' | 'later' {
     const round = this.#round!;
-    if (round.outcomes[master]?.status !== 'pending') return this.#add(master, elapsed) ? 'held' : 'no';
+    if (round.outcomes[master]?.status !== 'pending') return this.#add(master, grant) ? 'held' : 'no';
     const anchor = this.#anchor;
     void round.requests[master]?.then(
       () => {
-        if (anchor === this.#anchor && !this.#granted) this.#onLate?.(this.#add(master, elapsed), master);
+        if (anchor === this.#anchor && !this.#granted) this.#onLate?.(this.#add(master, grant), master);
       },
       () => {},
     );
@@ -129,11 +137,13 @@ export class HandOffGrants {
     return this.#granted;
   }
 
-  #add(master: number, elapsed: number): boolean {
+  #add(master: number, grant: HandOffMessage): boolean {
     const node = this.nodes[master];
     const refused = this.#round!.outcomes[master]?.status === 'refused';
     if (!node || !refused || this.#sentOn[master] !== node.connection || node.client.status !== 'ready') return false;
-    const spanMs = Math.max(0, elapsed - 1) + this.ttlMs;
+    if (grant.server !== node.runId || this.#servers.has(grant.server) || this.#deadlines.has(master)) return false;
+    this.#servers.add(grant.server);
+    const spanMs = Math.max(0, grant.elapsed - 1) + this.ttlMs;
     this.#deadlines.set(master, this.#sentAt + validityMs(spanMs, 0, this.driftFactor));
     if (this.#deadlines.size < this.quorum) return false;
     // The best majority: the quorum-th latest deadline bounds the lock.

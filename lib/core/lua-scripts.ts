@@ -32,14 +32,15 @@ export function script(name: string, source: string): LuaScript {
  *   the queue, the key goes to the head. A head whose entry carries a grant (" =token ttl stamp
  *   anchor", written by enlist for a hand-off waiter) is granted the key at once: SET to its
  *   token with its ttl, its entry dropped, and its message says which of its requests wrote the
- *   entry (anchor) and how long ago by this master's clock (now - stamp), from which the waiter
+ *   entry (anchor), how long ago by this master's clock (now - stamp) and which server granted
+ *   (its run_id), from which the waiter
  *   reckons the validity it may claim (docs/GUARANTEES.md, "Server-side hand-off"). Any other
  *   head gets a reservation ("~" + its id, which no token can equal) for as long as its entry
  *   lives, at most `stay` ms: nobody else can slip in, not even a caller trying a plain SET NX,
  *   while the head comes to take it with a full round of its own. Else the key is deleted, and
  *   a queue whose entries all died is told so ('' on the key's channel wakes anyone listening).
  *   The head is woken on its own process's channel (WAKE_CHANNEL_PREFIX + the part of its id
- *   before ':'), with "<id> <key>" (a reservation) or "<id>/<anchor>/<elapsed> <key>" (a
+ *   before ':'), with "<id> <key>" (a reservation) or "<id>/<anchor>/<elapsed>/<run_id> <key>" (a
  *   grant; a key may hold spaces, an id never holds '/'): only that process hears it. On the key's channel every process waiting for the
  *   key would be sent the message, one write per process and master for every release, to
  *   wake one waiter.
@@ -118,7 +119,10 @@ local function handOn(key, q, stay)
   if token then
     redis.call('SET', key, token, 'PX', ttl)
     redis.call('HDEL', q, head)
-    redis.call('PUBLISH', channel, head .. '/' .. anchor .. '/' .. (now - tonumber(stamp)) .. ' ' .. key)
+    -- Which server granted: one server reached under two names, or a subscriber connection that
+    -- reached another server than its master's, must not count twice.
+    local server = string.match(redis.call('INFO', 'server'), 'run_id:(%x+)')
+    redis.call('PUBLISH', channel, head .. '/' .. anchor .. '/' .. (now - tonumber(stamp)) .. '/' .. server .. ' ' .. key)
   else
     redis.call('SET', key, '~' .. head, 'PX', math.max(1, math.min(deadline - now, stay)))
     redis.call('PUBLISH', channel, head .. ' ' .. key)

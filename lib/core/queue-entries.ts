@@ -32,11 +32,15 @@ export class QueueEntries {
    */
   leave(resources: readonly string[], waiter: Waiter, keep: string, nodes: readonly RedisNode[] = this.nodes): void {
     if (!waiter.id || nodes.length === 0) return;
+    setImmediate(() => void this.leaveNow(resources, waiter, keep, nodes));
+  }
+
+  /** `leave` at once, settling when every master has answered or failed (for shutdown, before the connections close). */
+  async leaveNow(resources: readonly string[], waiter: Waiter, keep: string, nodes: readonly RedisNode[] = this.nodes): Promise<void> {
+    if (!waiter.id) return;
     const keys = [...resources.map((resource) => this.names.lock(resource)), ...this.keys(resources)];
     const args = [QUEUE_ENTRY_STAY_MS, waiter.id, waiter.grants?.prefix ?? '', keep];
-    setImmediate(() => {
-      for (const node of nodes) node.run(LEAVE_SCRIPT, keys, args).catch(() => {});
-    });
+    await Promise.all(nodes.map((node) => node.run(LEAVE_SCRIPT, keys, args).catch(() => {})));
   }
 
   /**

@@ -91,6 +91,8 @@ export class Redlock extends EventEmitter implements LockEngine {
   readonly #instrumentation: InstrumentationGuard | undefined;
   /** Whether releases may grant locks to the head of the masters' queue (see HandOffGrants). */
   readonly #handsOff: boolean;
+  /** Acquire calls waiting now, with their resources: releaseAll makes them give up and leave the masters' queues. */
+  readonly #waiting = new Map<Waiter, string[]>();
   /** Per kind of round, what tells the instrumentation of a master's failure: made once, not per round. */
   readonly #masterFailures: Record<MasterOperation, (index: number, failure: MasterFailure) => void> | undefined;
 
@@ -201,10 +203,12 @@ export class Redlock extends EventEmitter implements LockEngine {
     let foundNoQuorum = false;
     /** The last failed attempt's cleanup: a caller that gives up waits for it, so it leaves nothing behind. */
     let cleanup: Promise<unknown> | undefined;
+    if (waits) this.#waiting.set(waiter, list);
     try {
       for (;;) {
         attempt++;
         if (options.signal?.aborted) throw new AcquireAbortedError(list, options.signal.reason);
+        if (waiter.abandoned) throw new AcquireAbortedError(list, waiter.abandoned.reason);
         const holder = this.#handOver.holderOf(line);
         if (attempt === 1 && waits && !fencing && exclusive && holder) {
           uncontended = false;
@@ -214,17 +218,17 @@ export class Redlock extends EventEmitter implements LockEngine {
           try {
             await this.#handOver.asleep(line, waiter, standBy);
           } catch {
-            throw new AcquireAbortedError(list, options.signal?.reason);
+            throw new AcquireAbortedError(list, abortReason(waiter, options.signal));
           }
           if (waiter.handed) return acquired(observer, waiter.handed);
         }
         const result = exclusive
           ? await this.#exclusive.attempt(list, keys, ttlMs, attempt, fencing, waiter, uncontended && attempt === 1, observer)
           : await this.#shared.attempt(list, keys, ttlMs, attempt, fencing, waiter, kind, observer);
-        if ('lock' in result) return acquired(observer, result.lock);
+        if ('lock' in result) return waiter.abandoned ? await this.#giveBack(result.lock, list, waiter) : acquired(observer, result.lock);
         cleanup = result.cleanup;
         // Granted by hand-off while the round was out (the grants came before its refusals).
-        if (waiter.granted) return acquired(observer, this.#exclusive.handedOff(list, keys, ttlMs, waiter, waiter.granted, observer));
+        if (waiter.granted && !waiter.abandoned) return acquired(observer, this.#exclusive.handedOff(list, keys, ttlMs, waiter, waiter.granted, observer));
         const left = giveUpAt - monotonicNow();
         if (!result.retryable) unreachableRounds++;
         const retryable = result.retryable || unreachableRounds <= UNREACHABLE_RETRIES;
@@ -243,23 +247,33 @@ export class Redlock extends EventEmitter implements LockEngine {
           await (!fencing && queues && exclusive ? this.#handOver.asleep(line, waiter, pause) : pause());
         } catch {
           this.#entries.leave(list, waiter, '');
-          throw new AcquireAbortedError(list, options.signal?.reason);
+          throw new AcquireAbortedError(list, abortReason(waiter, options.signal));
         }
         if (waiter.handed) {
           // Handed over in this process: keys granted by hand-off meanwhile go on to the next waiter.
           if (waiter.grants?.heard) this.#entries.leave(list, waiter, waiter.handed.token);
           return acquired(observer, waiter.handed);
         }
-        if (waiter.granted) return acquired(observer, this.#exclusive.handedOff(list, keys, ttlMs, waiter, waiter.granted, observer));
+        if (waiter.granted && !waiter.abandoned) return acquired(observer, this.#exclusive.handedOff(list, keys, ttlMs, waiter, waiter.granted, observer));
       }
     } catch (error) {
       await cleanup;
       observer?.failed(error, waits);
       throw error;
     } finally {
+      this.#waiting.delete(waiter);
       waiter.close();
       if (exclusive) this.#localQueue.leave(line, foundNoQuorum);
     }
+  }
+
+  /**
+   * A call that releaseAll made give up while its round won: the leave sent then may already
+   * have freed its keys (a hand-off waiter's tokens all go), so the lock is released, not used.
+   */
+  async #giveBack(lock: Lock, resources: string[], waiter: Waiter): Promise<never> {
+    await lock.release();
+    throw new AcquireAbortedError(resources, waiter.abandoned!.reason);
   }
 
   /** Waits behind this process's earlier callers for the same resources, within the wait budget. */
@@ -340,12 +354,21 @@ export class Redlock extends EventEmitter implements LockEngine {
   }
 
   /**
-   * For shutdown: fires every held lock's signal (so running work stops acting), then
-   * releases them all on every master. Never throws.
+   * For shutdown: makes every waiting acquire call give up (AcquireAbortedError with `reason`,
+   * its places in the masters' queues withdrawn), fires every held lock's signal (so running
+   * work stops acting), then releases them all on every master. Never throws.
    */
   async releaseAll(reason = 'released at shutdown'): Promise<void> {
+    // Waiting calls give up first (AcquireAbortedError with `reason`), so that no lock released
+    // below is handed over to one of them, and they leave the masters' queues while the
+    // connections are still open: an entry left behind would be granted the next release there
+    // (server-side hand-off) and block the lock for its ttl.
+    const leaving = [...this.#waiting].map(([waiter, resources]) => {
+      waiter.abandon(reason);
+      return this.#entries.leaveNow(resources, waiter, '');
+    });
     const locks = this.#held.stopAll(reason);
-    await Promise.all(locks.map((lock) => lock.release()));
+    await Promise.all([...locks.map((lock) => lock.release()), ...leaving]);
   }
 
   /**
@@ -480,6 +503,12 @@ function masterFailureReporters(instrumentation: InstrumentationGuard, nodes: ()
   const reporter = (operation: MasterOperation) => (index: number, failure: MasterFailure) =>
     instrumentation.masterFailed(nodes()[index]!.address, failure, operation);
   return { acquire: reporter('acquire'), extend: reporter('extend'), release: reporter('release') };
+}
+
+/** Why a wait was cut short: releaseAll's reason, or the caller's signal's. */
+function abortReason(waiter: Waiter, signal: AbortSignal | undefined): unknown {
+  const abandoned = waiter.abandoned;
+  return abandoned ? abandoned.reason : signal?.reason;
 }
 
 /** An acquire call that got its lock: the observer hears of it, the caller gets it. */

@@ -11,10 +11,14 @@ const LINGER_MS = 1_000;
 /** How long a waiter waits for a master to confirm a subscription before relying on its timer. */
 const SUBSCRIBE_WAIT_MS = 100;
 
-/** A grant by hand-off: which request of the waiter wrote the entry, and how long before the grant by the master's clock. */
+/**
+ * A grant by hand-off: which request of the waiter wrote the entry, how long before the grant by
+ * the master's clock, and the run_id of the server that granted.
+ */
 export interface HandOffMessage {
   readonly anchor: number;
   readonly elapsed: number;
+  readonly server: string;
 }
 
 /**
@@ -23,7 +27,7 @@ export interface HandOffMessage {
  */
 type Listener = (nextWaiter: string, master: number, grant: HandOffMessage | undefined) => void;
 
-/** Where the masters name this process's queue heads: "<waiter id>[/<anchor>/<elapsed>] <lock key>" (see handOn). */
+/** Where the masters name this process's queue heads: "<waiter id>[/<anchor>/<elapsed>/<run_id>] <lock key>" (see handOn). */
 const PROCESS_CHANNEL = WAKE_CHANNEL_PREFIX + PROCESS_ID;
 
 /**
@@ -149,10 +153,10 @@ export class ReleaseWakeups {
           const space = message.indexOf(' ');
           next = message.slice(0, space);
           key = message.slice(space + 1);
-          const [id, anchor, elapsed] = next.split('/');
-          if (elapsed !== undefined) {
+          const [id, anchor, elapsed, server] = next.split('/');
+          if (server !== undefined) {
             next = id!;
-            grant = { anchor: Number(anchor), elapsed: Number(elapsed) };
+            grant = { anchor: Number(anchor), elapsed: Number(elapsed), server };
           }
         }
         const set = this.#listeners.get(key);

@@ -34,6 +34,10 @@ export class Waiter {
   /** Refused at least once, so the masters may hold a queue entry of ours that a release must clear. */
   enlisted = false;
   #handed: Lock | undefined;
+  /** Why the engine gave up this wait (releaseAll), once it has. */
+  #abandoned: { reason: unknown } | undefined;
+  /** Ends the current sleep with an error, while it lasts. */
+  #interrupt: ((reason: unknown) => void) | undefined;
   #sleeping = false;
   #woken = false;
   #wake: (() => void) | undefined;
@@ -137,6 +141,20 @@ export class Waiter {
     this.#subscribe = subscribed;
   }
 
+  /**
+   * The engine is shutting down (releaseAll): the wait ends now, as an abort would end it, and no
+   * lock is handed over to it any more.
+   */
+  abandon(reason: unknown): void {
+    this.#abandoned ??= { reason };
+    this.#interrupt?.(reason);
+  }
+
+  /** Set once the engine gave up this wait: why. */
+  get abandoned(): { reason: unknown } | undefined {
+    return this.#abandoned;
+  }
+
   /** A lock another caller of this process handed over while we slept, if any. */
   get handed(): Lock | undefined {
     return this.#handed;
@@ -152,7 +170,7 @@ export class Waiter {
    * waiter sleeps for its turn: false when it is not asleep (then the lock is released as usual).
    */
   offer(lock: Lock): boolean {
-    if (!this.#sleeping || this.#handed || this.signal?.aborted) return false;
+    if (!this.#sleeping || this.#handed || this.signal?.aborted || this.#abandoned) return false;
     this.#handed = lock;
     this.#woken = true;
     this.#wake?.();
@@ -175,7 +193,7 @@ export class Waiter {
   #named(next: string, master: number, grant: HandOffMessage | undefined): void {
     if (next !== '' && next !== this.id) return;
     if (grant && this.grants) {
-      const verdict = this.grants.granted(master, grant.anchor, grant.elapsed);
+      const verdict = this.grants.granted(master, grant);
       if (verdict === 'held') this.#wakeUp();
       // 'later': counted once its round's answers allow, which names it (#namedBy) if that is not enough.
       if (verdict !== 'no') return;
@@ -209,18 +227,21 @@ export class Waiter {
       this.#sleeping = true;
       try {
         await new Promise<void>((resolve, reject) => {
-          const finish = (aborted: boolean) => {
+          const finish = (stopped?: { reason: unknown }) => {
             clearTimeout(timer);
             this.signal?.removeEventListener('abort', onAbort);
             this.#wake = undefined;
-            if (aborted) reject(this.signal!.reason);
+            this.#interrupt = undefined;
+            // A lock handed over just as the caller gave up is still ours to release: keep it.
+            if (stopped && !this.#handed) reject(stopped.reason);
             else resolve();
           };
-          // A lock handed over just as the caller gave up is still ours to release: keep it.
-          const onAbort = () => finish(!this.#handed);
-          const timer = setTimeout(() => finish(false), Math.max(0, ms));
-          this.#wake = () => finish(false);
-          if (this.signal?.aborted) onAbort();
+          const onAbort = () => finish({ reason: this.signal!.reason });
+          const timer = setTimeout(() => finish(), Math.max(0, ms));
+          this.#wake = () => finish();
+          this.#interrupt = (reason) => finish({ reason });
+          if (this.#abandoned) finish(this.#abandoned);
+          else if (this.signal?.aborted) onAbort();
           else this.signal?.addEventListener('abort', onAbort, { once: true });
         });
       } finally {

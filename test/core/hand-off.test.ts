@@ -88,6 +88,28 @@ describe('a release hands the lock to the head of the queue', () => {
   });
 });
 
+describe('shutting down an engine with a waiter in the masters\' queue', () => {
+  it('makes the waiter give up and leave, so the next release grants it nothing', async () => {
+    const a = await separateEngine(fleet.urls(), opened);
+    const b = await separateEngine(fleet.urls(), opened);
+    const held = await a.redlock.acquire('shutdown', 10_000);
+    const waiting = b.redlock.acquire('shutdown', 10_000, { waitTimeoutMs: 20_000 });
+    const outcome = waiting.then(
+      () => 'acquired',
+      (error: unknown) => (error as { code?: string }).code,
+    );
+    await enlisted(a.clients, 'shutdown');
+    await b.redlock.releaseAll('test shutdown');
+    expect(await outcome).toBe('ACQUIRE_ABORTED');
+    // Its entries are gone: the release frees the key instead of granting it to a waiter that
+    // will never use it (which would block the lock for that waiter's ttl).
+    expect(await Promise.all(a.clients.map((client) => client.hlen('redlock-queue:shutdown')))).toEqual([0, 0, 0]);
+    await held.release();
+    await expect.poll(() => Promise.all(a.clients.map((client) => client.exists('redlock:shutdown')))).toEqual([0, 0, 0]);
+    expect(await a.redlock.tryAcquire('shutdown', 10_000)).not.toBeNull();
+  });
+});
+
 describe('hand-off scripts on one master', () => {
   /** A hand-off waiter's queue entry, as the acquire script writes it. */
   const entry = (ticket: number, deadline: number, token: string, ttl: number, stamp: number, anchor: number) =>
@@ -119,8 +141,10 @@ describe('hand-off scripts on one master', () => {
     expect((await client!.hkeys('h1:q')).sort()).toEqual(['proc:late']);
     await expect.poll(() => messages.length).toBe(1);
     const [head, key] = messages[0]!.split(' ');
-    const [id, anchor, elapsed] = head!.split('/');
+    const [id, anchor, elapsed, server] = head!.split('/');
     expect([id, anchor, key]).toEqual(['proc:live', '3', 'h1']);
+    // The granting server names itself: one server reached under two names must count once.
+    expect(server).toBe(/run_id:(\w+)/.exec(await client!.info('server'))![1]);
     expect(Number(elapsed)).toBeGreaterThanOrEqual(200);
     expect(Number(elapsed)).toBeLessThan(5_000);
     sub.disconnect();
@@ -159,6 +183,13 @@ describe('hand-off scripts on one master', () => {
 describe('the grants a waiter counts', () => {
   const TTL = 10_000;
   const DRIFT = 0.01;
+  /** What master `master`'s subscriber would hear: a grant of request `anchor`, by the server its connection reaches. */
+  const grant = (nodes: readonly RedisNode[], master: number, anchor: number, elapsed: number) => ({ anchor, elapsed, server: nodes[master]!.runId! });
+  const identified = async (clients: readonly Redis[]): Promise<RedisNode[]> => {
+    const nodes = clients.map((client) => new RedisNode(client));
+    await Promise.all(nodes.map((node) => node.identify(() => {})));
+    return nodes;
+  };
   const round = (statuses: readonly ('refused' | 'granted' | 'timeout')[]): RoundResult => ({
     outcomes: statuses.map((status, index) => ({ node: `m${index}`, status })),
     granted: statuses.filter((s) => s === 'granted').length,
@@ -169,18 +200,18 @@ describe('the grants a waiter counts', () => {
   it('validity counts from the request that wrote the entry, plus how long before the grant the master says that was', async () => {
     const clients = await connectMasters(fleet.urls());
     opened.push(...clients);
-    const nodes = clients.map((client) => new RedisNode(client));
+    const nodes = await identified(clients);
     const grants = new HandOffGrants(nodes, 2, TTL, DRIFT);
     const clock = vi.spyOn(performance, 'now').mockReturnValue(1_000);
     try {
       grants.sending(3);
       clock.mockReturnValue(2_000);
       // Early: before its round was decided; counted once it is, as master 0 refused.
-      expect(grants.granted(0, 3, 900)).toBe('later');
+      expect(grants.granted(0, grant(nodes, 0, 3, 900))).toBe('later');
       grants.failed(round(['refused', 'refused', 'refused']));
       // Another request's grant never counts.
-      expect(grants.granted(1, 2, 100)).toBe('no');
-      expect(grants.granted(1, 3, 400)).toBe('held');
+      expect(grants.granted(1, grant(nodes, 1, 2, 100))).toBe('no');
+      expect(grants.granted(1, grant(nodes, 1, 3, 400))).toBe('held');
       // The later of the quorum's two deadlines is not the bound: the earlier one is.
       expect(grants.lock!.deadline).toBe(1_000 + validityMs(399 + TTL, 0, DRIFT));
       expect(grants.lock!.token).toBe(`${grants.prefix}3`);
@@ -190,36 +221,52 @@ describe('the grants a waiter counts', () => {
     }
   });
 
+  it('once per server, and only from the server the master\'s connection reaches', async () => {
+    // Two names for master 0's server (as a proxy would give), and master 1.
+    const clients = await connectMasters([fleet.urls()[0]!, fleet.urls()[0]!, fleet.urls()[1]!]);
+    opened.push(...clients);
+    const nodes = await identified(clients);
+    expect(nodes[1]!.runId).toBe(nodes[0]!.runId);
+    const grants = new HandOffGrants(nodes, 2, TTL, DRIFT);
+    grants.sending(1);
+    grants.failed(round(['refused', 'refused', 'refused']));
+    expect(grants.granted(0, grant(nodes, 0, 1, 0))).toBe('no');
+    // The same release, heard by the second name's subscriber.
+    expect(grants.granted(1, grant(nodes, 1, 1, 0))).toBe('no');
+    // A message naming another server than the one master 2's connection reaches.
+    expect(grants.granted(2, { ...grant(nodes, 2, 1, 0), server: nodes[0]!.runId! })).toBe('no');
+    expect(grants.granted(2, grant(nodes, 2, 1, 0))).toBe('held');
+  });
+
   it('only from masters that refused that request, over the connection that carried the refusal', async () => {
     const clients = await connectMasters(fleet.urls());
     opened.push(...clients);
-    const nodes = clients.map((client) => new RedisNode(client));
-    await Promise.all(nodes.map((node) => node.identify(() => {})));
+    const nodes = await identified(clients);
     const grants = new HandOffGrants(nodes, 2, TTL, DRIFT);
     grants.sending(1);
     grants.failed(round(['refused', 'timeout', 'refused']));
     // Master 1 did not refuse: a cleanup may still delete what it granted.
-    expect(grants.granted(1, 1, 0)).toBe('no');
+    expect(grants.granted(1, grant(nodes, 1, 1, 0))).toBe('no');
     // Master 2's connection closes and comes back: whoever answers there now may be another server.
     const before = nodes[2]!.connection;
     clients[2]!.disconnect(true);
     await untilReady(clients[2]!);
     await expect.poll(() => nodes[2]!.connection).not.toBe(before);
-    expect(grants.granted(2, 1, 0)).toBe('no');
-    expect(grants.granted(0, 1, 0)).toBe('no');
+    expect(grants.granted(2, grant(nodes, 2, 1, 0))).toBe('no');
+    expect(grants.granted(0, grant(nodes, 0, 1, 0))).toBe('no');
     expect(grants.lock).toBeUndefined();
     // The same grants, with master 2's connection intact, make a lock.
     const control = new HandOffGrants(nodes, 2, TTL, DRIFT);
     control.sending(1);
     control.failed(round(['refused', 'timeout', 'refused']));
-    expect(control.granted(0, 1, 0)).toBe('no');
-    expect(control.granted(2, 1, 0)).toBe('held');
+    expect(control.granted(0, grant(nodes, 0, 1, 0))).toBe('no');
+    expect(control.granted(2, grant(nodes, 2, 1, 0))).toBe('held');
   });
 
   it("from a master whose answer is still on its way, once that answer is a refusal (a straggler's cleanup is not sent then)", async () => {
     const clients = await connectMasters(fleet.urls());
     opened.push(...clients);
-    const nodes = clients.map((client) => new RedisNode(client));
+    const nodes = await identified(clients);
     for (const [late, held] of [['refused', true], ['granted', false]] as const) {
       const grants = new HandOffGrants(nodes, 2, TTL, DRIFT);
       const heard: [boolean, number][] = [];
@@ -230,8 +277,8 @@ describe('the grants a waiter counts', () => {
       decided.outcomes[2]!.status = 'pending';
       (decided.requests as Promise<unknown>[])[2] = new Promise<void>((resolve) => (answer = resolve));
       grants.failed(decided);
-      expect(grants.granted(2, 1, 0)).toBe('later');
-      expect(grants.granted(1, 1, 0)).toBe('no');
+      expect(grants.granted(2, grant(nodes, 2, 1, 0))).toBe('later');
+      expect(grants.granted(1, grant(nodes, 1, 1, 0))).toBe('no');
       decided.outcomes[2]!.status = late;
       answer();
       await expect.poll(() => heard.length).toBe(1);
