@@ -33,7 +33,8 @@ export interface HandOffGrant {
  *   may be another server (a restart), whose grant is no vote.
  * - Only from the server that master's connection identified (the grant names its run_id), and
  *   once per server: a server listed under two names, whose one message reaches both names'
- *   subscribers, grants once.
+ *   subscribers, grants once; and never from a server that the round's cleanup reaches under
+ *   another name (see #cleanupMayReach).
  * - Validity: request k left at `sentAt`, so the entry it wrote was stamped after that, and the
  *   key lives `ttl` after the grant, `elapsed` after the stamp by the master's clock: it cannot
  *   expire before `sentAt + (elapsed + ttl) * (1 - drift)`, less the usual 2 ms (and 1 ms for the
@@ -137,11 +138,23 @@ export class HandOffGrants {
     return this.#granted;
   }
 
+  /**
+   * Whether the failed round's cleanup (a compare-and-delete of this very token) goes to `server`
+   * under a name that did not refuse: a server listed twice, one name refusing and the other
+   * failing, would have the grant deleted behind the waiter's back. A name never identified
+   * could be any server.
+   */
+  #cleanupMayReach(server: string): boolean {
+    const outcomes = this.#round!.outcomes;
+    return this.nodes.some((node, index) => outcomes[index]?.status !== 'refused' && (node.runId === undefined || node.runId === server));
+  }
+
   #add(master: number, grant: HandOffMessage): boolean {
     const node = this.nodes[master];
     const refused = this.#round!.outcomes[master]?.status === 'refused';
     if (!node || !refused || this.#sentOn[master] !== node.connection || node.client.status !== 'ready') return false;
     if (grant.server !== node.runId || this.#servers.has(grant.server) || this.#deadlines.has(master)) return false;
+    if (this.#cleanupMayReach(grant.server)) return false;
     this.#servers.add(grant.server);
     const spanMs = Math.max(0, grant.elapsed - 1) + this.ttlMs;
     this.#deadlines.set(master, this.#sentAt + validityMs(spanMs, 0, this.driftFactor));

@@ -236,6 +236,15 @@ describe('the grants a waiter counts', () => {
     // A message naming another server than the one master 2's connection reaches.
     expect(grants.granted(2, { ...grant(nodes, 2, 1, 0), server: nodes[0]!.runId! })).toBe('no');
     expect(grants.granted(2, grant(nodes, 2, 1, 0))).toBe('held');
+
+    // The second name failed instead of refusing: the round's cleanup goes there, to the same
+    // server, and could delete the grant. That server's grant does not count.
+    const cleaned = new HandOffGrants(nodes, 2, TTL, DRIFT);
+    cleaned.sending(1);
+    cleaned.failed(round(['refused', 'timeout', 'refused']));
+    expect(cleaned.granted(0, grant(nodes, 0, 1, 0))).toBe('no');
+    expect(cleaned.granted(2, grant(nodes, 2, 1, 0))).toBe('no');
+    expect(cleaned.lock).toBeUndefined();
   });
 
   it('only from masters that refused that request, over the connection that carried the refusal', async () => {

@@ -135,7 +135,8 @@ describe("mode: 'read'", () => {
     const reader = await redlock.acquire('extend', 5_000, { mode: 'read' });
     await reader.extend(20_000);
     expect(reader.remainingMs()).toBeGreaterThan(5_000);
-    expect(await clients[0]!.pttl('redlock:extend')).toBeGreaterThan(5_000);
+    // A round is decided at a quorum: master 0 may be the straggler whose extension lands later.
+    await expect.poll(() => clients[0]!.pttl('redlock:extend')).toBeGreaterThan(5_000);
     // Its entries vanish from a majority (a flush): the next extension finds it lost.
     await Promise.all(clients.slice(0, 2).map((client) => client.del('redlock-holders:extend')));
     await expect(reader.extend()).rejects.toBeInstanceOf(LockLostError);
