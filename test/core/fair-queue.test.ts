@@ -11,7 +11,7 @@ import {
 } from '../../lib/core/lua-scripts.js';
 import { SHARED_ACQUIRE_SCRIPT, SHARED_RELEASE_SCRIPT } from '../../lib/core/shared-scripts.js';
 import { connectMasters, disconnectAll, keysOn, separateEngine, watchCalls } from '../support/masters.js';
-import { enlisted } from '../support/enlisted.js';
+import { enlisted, heldEverywhere } from '../support/enlisted.js';
 import { RedisFleet } from '../support/redis-fleet.js';
 
 let fleet: RedisFleet;
@@ -51,6 +51,7 @@ describe('a released lock goes to the head of the masters\' queue', () => {
     const a = await engine();
     const b = await engine();
     const held = await a.redlock.acquire('reserved', 10_000);
+    await heldEverywhere(a.clients, 'redlock:reserved');
     const waiting = b.redlock.acquire('reserved', 10_000, { waitTimeoutMs: 20_000 });
     await enlisted(a.clients, 'reserved');
     await held.release();
@@ -272,6 +273,7 @@ describe("a waiter's rounds", () => {
     const b = await engine();
     // A first wait in b's process joins its channel on every master; from then on a waiter listens before its round.
     const warm = await a.redlock.acquire('warm-up', 10_000);
+    await heldEverywhere(a.clients, 'redlock:warm-up');
     const warming = b.redlock.acquire('warm-up', 10_000, { waitTimeoutMs: 20_000 });
     await enlisted(a.clients, 'warm-up');
     await warm.release();
@@ -279,6 +281,7 @@ describe("a waiter's rounds", () => {
 
     // A semaphore: every round is the script, so each is counted the same way on every master.
     const permits = [await a.redlock.acquire('wake-quorum', 10_000, { limit: 2 }), await a.redlock.acquire('wake-quorum', 10_000, { limit: 2 })];
+    await heldEverywhere(a.clients, 'redlock-holders:wake-quorum', 2);
     const rounds = b.clients.map((client) => {
       const count = { value: 0 };
       watchCalls(client, 'evalsha', ([sha]) => {

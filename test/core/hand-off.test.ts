@@ -7,7 +7,7 @@ import type { RoundResult } from '../../lib/core/quorum-round.js';
 import { RedisNode } from '../../lib/core/redis-node.js';
 import type { Redlock } from '../../lib/core/redlock.js';
 import { connectMasters, disconnectAll, separateEngine, untilReady, watchCalls } from '../support/masters.js';
-import { enlisted } from '../support/enlisted.js';
+import { enlisted, heldEverywhere } from '../support/enlisted.js';
 import { RedisFleet } from '../support/redis-fleet.js';
 
 // Server-side hand-off (docs/GUARANTEES.md): a release that frees a key grants it to the head
@@ -42,6 +42,7 @@ function countAcquires(clients: readonly Redis[]): number[] {
  */
 async function warmUp(holder: Redlock, waiter: Redlock, clients: readonly Redis[], resource: string): Promise<void> {
   const warm = await holder.acquire(resource, 10_000);
+  await heldEverywhere(clients, `redlock:${resource}`);
   const warming = waiter.acquire(resource, 10_000, { waitTimeoutMs: 20_000 });
   await enlisted(clients, resource);
   await warm.release();
@@ -58,6 +59,7 @@ describe('a release hands the lock to the head of the queue', () => {
     const b = await separateEngine(fleet.urls(), opened, { handOff });
     await warmUp(a.redlock, b.redlock, a.clients, `${resource}-warm-up`);
     const held = await a.redlock.acquire(resource, 10_000);
+    await heldEverywhere(a.clients, `redlock:${resource}`);
     const acquires = countAcquires(b.clients);
     const waiting = b.redlock.acquire(resource, 10_000, { waitTimeoutMs: 20_000 });
     await enlisted(a.clients, resource);
@@ -79,6 +81,7 @@ describe('a release hands the lock to the head of the queue', () => {
     const a = await separateEngine(fleet.urls(), opened);
     const b = await separateEngine(fleet.urls(), opened);
     const held = await a.redlock.acquire('no-barging', 10_000);
+    await heldEverywhere(a.clients, 'redlock:no-barging');
     const waiting = b.redlock.acquire('no-barging', 10_000, { waitTimeoutMs: 20_000 });
     await enlisted(a.clients, 'no-barging');
     await held.release();
@@ -93,6 +96,7 @@ describe('shutting down an engine with a waiter in the masters\' queue', () => {
     const a = await separateEngine(fleet.urls(), opened);
     const b = await separateEngine(fleet.urls(), opened);
     const held = await a.redlock.acquire('shutdown', 10_000);
+    await heldEverywhere(a.clients, 'redlock:shutdown');
     const waiting = b.redlock.acquire('shutdown', 10_000, { waitTimeoutMs: 20_000 });
     const outcome = waiting.then(
       () => 'acquired',
