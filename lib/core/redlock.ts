@@ -1,11 +1,11 @@
 import { EventEmitter } from 'node:events';
 import type { Redis } from 'ioredis';
 import { monotonicNow, validityLeftMs } from './clock.js';
-import { AcquireAbortedError, ExtensionLimitError, LockHeldError, LockLostError, QuorumUnreachableError } from './errors.js';
+import { ExtensionLimitError, LockHeldError, LockLostError } from './errors.js';
 import { HeldLocks, type Acquisition } from './held-locks.js';
 import { Lock, type LockEngine, type ReleaseResult } from './lock.js';
 import type { MasterFailure, MasterOperation } from './instrumentation.js';
-import { extensionOutcome, InstrumentationGuard, type GuardedAcquire } from './instrumentation-guard.js';
+import { extensionOutcome, InstrumentationGuard } from './instrumentation-guard.js';
 import { enterSession, LockSession, runInSession } from './lock-session.js';
 import { checkMasters, type MastersHealth } from './master-health.js';
 import { EXTEND_SCRIPT, grantedIfOne } from './lua-scripts.js';
@@ -22,21 +22,17 @@ import { ReleaseWakeups } from './release-wakeups.js';
 import { roundFailure } from './round-failure.js';
 import { RestartQuarantine, type QuarantineNotice } from './restart-quarantine.js';
 import { VoterAdmission, type DuplicateMaster } from './voter-admission.js';
-import { Waiter } from './waiter.js';
-import { HandOffGrants } from './hand-off-grants.js';
+import { LockAcquirer } from './lock-acquirer.js';
 import { isSentinelManaged } from './sentinel-voter.js';
 import {
-  checkCallOptions,
-  checkResources,
   checkTtl,
   nodeTimeoutMs,
   resolveOptions,
-  resolveWait,
   type RedlockOptions,
   type ResolvedRedlockOptions,
   type WaitOptions,
 } from './redlock-options.js';
-import { kindOf, type LockMode } from './lock-kind.js';
+import type { LockMode } from './lock-kind.js';
 import { SharedHolds } from './shared-holds.js';
 import { ExclusiveHolds } from './exclusive-holds.js';
 import type { EngineRounds } from './engine-rounds.js';
@@ -58,13 +54,6 @@ export interface UsingOptions extends AcquireOptions {
 }
 
 export type LockedRoutine<T> = (signal: AbortSignal, lock: Lock) => Promise<T>;
-
-/**
- * Rounds in which too few masters answered are retried this many times only: enough to ride
- * out a blip or a stall under load, few enough that callers hear of a majority outage within
- * about a second instead of waiting out their whole budget.
- */
-const UNREACHABLE_RETRIES = 2;
 
 /**
  * The Redlock algorithm over N independent Redis masters: a lock is held when a majority
@@ -89,10 +78,7 @@ export class Redlock extends EventEmitter implements LockEngine {
   readonly #exclusive: ExclusiveHolds;
   readonly #shared: SharedHolds;
   readonly #instrumentation: InstrumentationGuard | undefined;
-  /** Whether releases may grant locks to the head of the masters' queue (see HandOffGrants). */
-  readonly #handsOff: boolean;
-  /** Acquire calls waiting now, with their resources: releaseAll makes them give up and leave the masters' queues. */
-  readonly #waiting = new Map<Waiter, string[]>();
+  readonly #acquirer: LockAcquirer;
   /** Per kind of round, what tells the instrumentation of a master's failure: made once, not per round. */
   readonly #masterFailures: Record<MasterOperation, (index: number, failure: MasterFailure) => void> | undefined;
 
@@ -141,11 +127,26 @@ export class Redlock extends EventEmitter implements LockEngine {
     if (this.options.wakeups) this.#wakeups = new ReleaseWakeups(this.nodes);
     // Behind a Cluster or Sentinel voter another server can take over without a restart: a grant by
     // hand-off could come from one whose votes must not count yet. Their waiters take their own rounds.
-    this.#handsOff =
+    const handsOff =
       this.options.handOff &&
       this.#wakeups !== undefined &&
       !this.nodes.some((node) => node instanceof ClusterVoter || isSentinelManaged(node.client.options));
     this.quorum = Math.floor(this.nodes.length / 2) + 1;
+    this.#acquirer = new LockAcquirer({
+      nodes: this.nodes,
+      quorum: this.quorum,
+      options: this.options,
+      names: this.#names,
+      localQueue: this.#localQueue,
+      handOver: this.#handOver,
+      entries: this.#entries,
+      exclusive: this.#exclusive,
+      shared: this.#shared,
+      wakeups: this.#wakeups,
+      quarantine: this.#quarantine,
+      instrumentation: this.#instrumentation,
+      handsOff,
+    });
     if (this.nodes.length % 2 === 0) {
       this.options.logger.warn(
         `redlock: ${this.nodes.length} masters is an even count; it tolerates no more failures than ` +
@@ -156,143 +157,15 @@ export class Redlock extends EventEmitter implements LockEngine {
 
   /** Acquires the lock on every resource at once, waiting per the wait options while it is held elsewhere. */
   acquire(resources: string | readonly string[], ttlMs: number, options: AcquireOptions = {}): Promise<Lock> {
-    return this.#acquire(resources, ttlMs, options, true);
+    return this.#acquirer.acquire(resources, ttlMs, options, true);
   }
 
   /** One round, no waiting and no place in line: the lock, or null when another owner holds it. */
   async tryAcquire(resources: string | readonly string[], ttlMs: number, options: Pick<AcquireOptions, 'fencing' | 'mode' | 'limit'> = {}): Promise<Lock | null> {
     try {
-      return await this.#acquire(resources, ttlMs, { ...options, retryCount: 0 }, false);
+      return await this.#acquirer.acquire(resources, ttlMs, { ...options, retryCount: 0 }, false);
     } catch (error) {
       if (error instanceof LockHeldError) return null;
-      throw error;
-    }
-  }
-
-  async #acquire(resources: string | readonly string[], ttlMs: number, options: AcquireOptions, queues: boolean): Promise<Lock> {
-    const list = checkResources(resources, this.options.maxResources);
-    checkTtl('ttlMs', ttlMs);
-    checkCallOptions(options);
-    const wait = resolveWait(options, this.options);
-    const kind = kindOf(options);
-    // Readers and permits hold together: no local line, no hand-over (those pass one exclusive lock on).
-    const exclusive = kind.type === 'write';
-    this.#quarantine?.observeTtl(ttlMs);
-    const fencing = options.fencing ?? this.options.fencing;
-    const keys: string[] = []; // packed, see runRound
-    for (const resource of list) keys.push(this.#names.lock(resource));
-    const giveUpAt = monotonicNow() + wait.waitTimeoutMs;
-    const line = lineOf(keys);
-    // Before the first await, so in the caller's async context: a tracer's span gets the caller's as parent.
-    const observer = this.#instrumentation?.acquireStarted(list, ttlMs);
-
-    // A caller that will not wait (tryAcquire, retryCount 0) does not wait in line either.
-    const waits = queues && wait.retryCount > 0;
-    // Nobody of this process is after these resources: the first try may be a plain SET NX.
-    const first = exclusive ? this.#localQueue.enter(line) : true;
-    let uncontended = first && exclusive && keys.length === 1 && !fencing;
-    const predecessorFoundNoQuorum = first ? false : await this.#joinLocalLine(line, list, options.signal, waits ? wait.waitTimeoutMs : 0, observer);
-    // Only a caller that will wait takes a place in the masters' queues: an entry of one that will
-    // not come back would stand ahead of real waiters, and stretch every Retry-After behind it.
-    // A release may grant a single-key exclusive lock to the head of the masters' queue (not a fenced one: its fence needs a round).
-    const grants = waits && exclusive && !fencing && keys.length === 1 && this.#handsOff ? new HandOffGrants(this.nodes, this.quorum, ttlMs, this.options.driftFactor) : undefined;
-    const waiter = new Waiter(waits, this.#wakeups, keys, wait, options.signal, this.quorum, grants);
-    let attempt = 0;
-    // Behind a caller that just found no quorum, one round is enough to confirm the outage.
-    let unreachableRounds = predecessorFoundNoQuorum ? UNREACHABLE_RETRIES : 0;
-    let foundNoQuorum = false;
-    /** The last failed attempt's cleanup: a caller that gives up waits for it, so it leaves nothing behind. */
-    let cleanup: Promise<unknown> | undefined;
-    if (waits) this.#waiting.set(waiter, list);
-    try {
-      for (;;) {
-        attempt++;
-        if (options.signal?.aborted) throw new AcquireAbortedError(list, options.signal.reason);
-        if (waiter.abandoned) throw new AcquireAbortedError(list, waiter.abandoned.reason);
-        const holder = this.#handOver.holderOf(line);
-        if (attempt === 1 && waits && !fencing && exclusive && holder) {
-          uncontended = false;
-          // Held in this process: asking the masters would only be refused. Wait for the holder.
-          const standBy = () => waiter.standBy(Math.min(giveUpAt - monotonicNow(), holder.remainingMs()));
-          observer?.waiting();
-          try {
-            await this.#handOver.asleep(line, waiter, standBy);
-          } catch {
-            throw new AcquireAbortedError(list, abortReason(waiter, options.signal));
-          }
-          if (waiter.handed) return acquired(observer, waiter.handed);
-        }
-        const result = exclusive
-          ? await this.#exclusive.attempt(list, keys, ttlMs, attempt, fencing, waiter, uncontended && attempt === 1, observer)
-          : await this.#shared.attempt(list, keys, ttlMs, attempt, fencing, waiter, kind, observer);
-        if ('lock' in result) return waiter.abandoned ? await this.#giveBack(result.lock, list, waiter) : acquired(observer, result.lock);
-        cleanup = result.cleanup;
-        // Granted by hand-off while the round was out (the grants came before its refusals).
-        if (waiter.granted && !waiter.abandoned) return acquired(observer, this.#exclusive.handedOff(list, keys, ttlMs, waiter, waiter.granted, observer));
-        const left = giveUpAt - monotonicNow();
-        if (!result.retryable) unreachableRounds++;
-        const retryable = result.retryable || unreachableRounds <= UNREACHABLE_RETRIES;
-        // A quarantine that outlasts the budget: say so now, with when to come back, not at the deadline.
-        const outlasts = result.error instanceof QuorumUnreachableError && (result.error.retryAfterMs ?? 0) > left;
-        if (!retryable || outlasts || attempt > wait.retryCount || left <= 0) {
-          this.#entries.leave(list, waiter, '');
-          foundNoQuorum = !retryable;
-          throw result.error;
-        }
-        // Asleep, this head can be handed the lock by a caller of this process releasing it.
-        const pause = () => waiter.pause(result.error, left);
-        // Waiting for a holder or for a quarantine to end; a retry after a blip is not waiting.
-        if (observer && !(result.error instanceof QuorumUnreachableError && result.error.retryAfterMs === undefined)) observer.waiting();
-        try {
-          await (!fencing && queues && exclusive ? this.#handOver.asleep(line, waiter, pause) : pause());
-        } catch {
-          this.#entries.leave(list, waiter, '');
-          throw new AcquireAbortedError(list, abortReason(waiter, options.signal));
-        }
-        if (waiter.handed) {
-          // Handed over in this process: keys granted by hand-off meanwhile go on to the next waiter.
-          if (waiter.grants?.heard) this.#entries.leave(list, waiter, waiter.handed.token);
-          return acquired(observer, waiter.handed);
-        }
-        if (waiter.granted && !waiter.abandoned) return acquired(observer, this.#exclusive.handedOff(list, keys, ttlMs, waiter, waiter.granted, observer));
-      }
-    } catch (error) {
-      await cleanup;
-      observer?.failed(error, waits);
-      throw error;
-    } finally {
-      this.#waiting.delete(waiter);
-      waiter.close();
-      if (exclusive) this.#localQueue.leave(line, foundNoQuorum);
-    }
-  }
-
-  /**
-   * A call that releaseAll made give up while its round won: the leave sent then may already
-   * have freed its keys (a hand-off waiter's tokens all go), so the lock is released, not used.
-   */
-  async #giveBack(lock: Lock, resources: string[], waiter: Waiter): Promise<never> {
-    await lock.release();
-    throw new AcquireAbortedError(resources, waiter.abandoned!.reason);
-  }
-
-  /** Waits behind this process's earlier callers for the same resources, within the wait budget. */
-  async #joinLocalLine(
-    line: string,
-    resources: string[],
-    signal: AbortSignal | undefined,
-    budgetMs: number,
-    observer: GuardedAcquire | undefined,
-  ): Promise<boolean> {
-    if (budgetMs > 0) observer?.waiting();
-    try {
-      return await this.#localQueue.join(line, signal, Math.max(1, budgetMs));
-    } catch {
-      // Behind a caller of this process: if one of ours holds the lock, it is free by then at the latest.
-      const error = signal?.aborted
-        ? new AcquireAbortedError(resources, signal.reason)
-        : new LockHeldError(resources, [], 0, this.#handOver.holderOf(line)?.remainingMs());
-      observer?.failed(error, budgetMs > 0);
       throw error;
     }
   }
@@ -363,12 +236,9 @@ export class Redlock extends EventEmitter implements LockEngine {
     // below is handed over to one of them, and they leave the masters' queues while the
     // connections are still open: an entry left behind would be granted the next release there
     // (server-side hand-off) and block the lock for its ttl.
-    const leaving = [...this.#waiting].map(([waiter, resources]) => {
-      waiter.abandon(reason);
-      return this.#entries.leaveNow(resources, waiter, '');
-    });
+    const leaving = this.#acquirer.abandonAll(reason);
     const locks = this.#held.stopAll(reason);
-    await Promise.all([...locks.map((lock) => lock.release()), ...leaving]);
+    await Promise.all([...locks.map((lock) => lock.release()), leaving]);
   }
 
   /**
@@ -503,18 +373,6 @@ function masterFailureReporters(instrumentation: InstrumentationGuard, nodes: ()
   const reporter = (operation: MasterOperation) => (index: number, failure: MasterFailure) =>
     instrumentation.masterFailed(nodes()[index]!.address, failure, operation);
   return { acquire: reporter('acquire'), extend: reporter('extend'), release: reporter('release') };
-}
-
-/** Why a wait was cut short: releaseAll's reason, or the caller's signal's. */
-function abortReason(waiter: Waiter, signal: AbortSignal | undefined): unknown {
-  const abandoned = waiter.abandoned;
-  return abandoned ? abandoned.reason : signal?.reason;
-}
-
-/** An acquire call that got its lock: the observer hears of it, the caller gets it. */
-function acquired(observer: GuardedAcquire | undefined, lock: Lock): Lock {
-  observer?.ended('acquired');
-  return lock;
 }
 
 /**
