@@ -11,6 +11,8 @@ export interface SampleConfig {
     ttlMs: number;
     /** Undefined: the engine's default (on). False only for masters that were just started empty. */
     restartQuarantineMs: number | false | undefined;
+    /** Undefined: the engine's default (a tenth of the ttl, at most 100 ms). */
+    nodeTimeoutMs: number | undefined;
   };
   /** The shared wallet store: its own Redis, not one of the lock masters. */
   store: { url: string; keyPrefix: string };
@@ -32,6 +34,7 @@ export function configuration(env: NodeJS.ProcessEnv = process.env): SampleConfi
       nodes: urls(env, 'REDIS_URLS'),
       ttlMs: integer(env, 'LOCK_TTL_MS', 5_000, 1),
       restartQuarantineMs: quarantine(env.REDLOCK_RESTART_QUARANTINE),
+      nodeTimeoutMs: env.LOCK_NODE_TIMEOUT_MS ? integer(env, 'LOCK_NODE_TIMEOUT_MS', 0, 1) : undefined,
     },
     store: { url: urls(env, 'STORE_URL')[0]!, keyPrefix: env.STORE_KEY_PREFIX || 'wallet:' },
     // Time a withdrawal or transfer spends between reading and writing a balance, standing in for

@@ -7,11 +7,12 @@ import type { SampleConfig } from './configuration.js';
  * any other connection setting, instead of being written into the module.
  */
 export function redlockOptions(config: ConfigService<SampleConfig, true>): RedlockModuleOptions {
-  const { nodes, ttlMs, restartQuarantineMs } = config.get('redlock', { infer: true });
+  const { nodes, ttlMs, restartQuarantineMs, nodeTimeoutMs } = config.get('redlock', { infer: true });
   return {
     nodes,
     defaultTtlMs: ttlMs,
-    // Left to the engine's default (on) unless configured: see REDLOCK_RESTART_QUARANTINE.
+    // Left to the engine's defaults unless configured: see REDLOCK_RESTART_QUARANTINE, LOCK_NODE_TIMEOUT_MS.
     ...(restartQuarantineMs === undefined ? {} : { restartQuarantineMs }),
+    ...(nodeTimeoutMs === undefined ? {} : { nodeTimeoutMs }),
   };
 }
