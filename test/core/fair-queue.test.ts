@@ -10,7 +10,7 @@ import {
   WAKE_CHANNEL_PREFIX,
 } from '../../lib/core/lua-scripts.js';
 import { SHARED_ACQUIRE_SCRIPT, SHARED_RELEASE_SCRIPT } from '../../lib/core/shared-scripts.js';
-import { connectMasters, disconnectAll, keysOn, separateEngine, watchCalls } from '../support/masters.js';
+import { connectMasters, disconnectAll, keysOn, PATIENT, separateEngine, watchCalls } from '../support/masters.js';
 import { enlisted, heldEverywhere } from '../support/enlisted.js';
 import { RedisFleet } from '../support/redis-fleet.js';
 
@@ -26,7 +26,7 @@ afterAll(async () => {
   await fleet?.stopAll();
 });
 
-const engine = () => separateEngine(fleet.urls(), opened);
+const engine = () => separateEngine(fleet.urls(), opened, PATIENT);
 
 /**
  * Counts the requests a client sends from now on that may take or free keys: takes (a plain

@@ -6,7 +6,7 @@ import { ACQUIRE_SCRIPT, LEAVE_SCRIPT, QUEUE_ENTRY_STAY_MS, RELEASE_ONE_SCRIPT, 
 import type { RoundResult } from '../../lib/core/quorum-round.js';
 import { RedisNode } from '../../lib/core/redis-node.js';
 import type { Redlock } from '../../lib/core/redlock.js';
-import { connectMasters, disconnectAll, separateEngine, untilReady, watchCalls } from '../support/masters.js';
+import { connectMasters, disconnectAll, PATIENT, separateEngine, untilReady, watchCalls } from '../support/masters.js';
 import { enlisted, heldEverywhere } from '../support/enlisted.js';
 import { RedisFleet } from '../support/redis-fleet.js';
 
@@ -55,8 +55,8 @@ describe('a release hands the lock to the head of the queue', () => {
     ['off (the control)', false, 2],
   ])('hand-off %s: the waiter sends %#: one round that queued it, and no other', async (_name, handOff, rounds) => {
     const resource = `granted-${handOff}`;
-    const a = await separateEngine(fleet.urls(), opened);
-    const b = await separateEngine(fleet.urls(), opened, { handOff });
+    const a = await separateEngine(fleet.urls(), opened, PATIENT);
+    const b = await separateEngine(fleet.urls(), opened, { ...PATIENT, handOff });
     await warmUp(a.redlock, b.redlock, a.clients, `${resource}-warm-up`);
     const held = await a.redlock.acquire(resource, 10_000);
     await heldEverywhere(a.clients, `redlock:${resource}`);
@@ -78,8 +78,8 @@ describe('a release hands the lock to the head of the queue', () => {
   });
 
   it('never to a second caller: the releaser asking again waits behind the granted head', async () => {
-    const a = await separateEngine(fleet.urls(), opened);
-    const b = await separateEngine(fleet.urls(), opened);
+    const a = await separateEngine(fleet.urls(), opened, PATIENT);
+    const b = await separateEngine(fleet.urls(), opened, PATIENT);
     const held = await a.redlock.acquire('no-barging', 10_000);
     await heldEverywhere(a.clients, 'redlock:no-barging');
     const waiting = b.redlock.acquire('no-barging', 10_000, { waitTimeoutMs: 20_000 });
@@ -93,8 +93,8 @@ describe('a release hands the lock to the head of the queue', () => {
 
 describe('shutting down an engine with a waiter in the masters\' queue', () => {
   it('makes the waiter give up and leave, so the next release grants it nothing', async () => {
-    const a = await separateEngine(fleet.urls(), opened);
-    const b = await separateEngine(fleet.urls(), opened);
+    const a = await separateEngine(fleet.urls(), opened, PATIENT);
+    const b = await separateEngine(fleet.urls(), opened, PATIENT);
     const held = await a.redlock.acquire('shutdown', 10_000);
     await heldEverywhere(a.clients, 'redlock:shutdown');
     const waiting = b.redlock.acquire('shutdown', 10_000, { waitTimeoutMs: 20_000 });

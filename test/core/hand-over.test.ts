@@ -3,7 +3,7 @@ import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LockHeldError, Redlock } from '../../lib/index.js';
 import { LEAVE_SCRIPT } from '../../lib/core/lua-scripts.js';
-import { disconnectAll, keysOn, separateEngine, watchCalls } from '../support/masters.js';
+import { disconnectAll, keysOn, PATIENT, separateEngine, watchCalls } from '../support/masters.js';
 import { RedisFleet } from '../support/redis-fleet.js';
 
 let fleet: RedisFleet;
@@ -18,7 +18,7 @@ afterAll(async () => {
   await fleet?.stopAll();
 });
 
-const engine = () => separateEngine(fleet.urls(), opened);
+const engine = () => separateEngine(fleet.urls(), opened, PATIENT);
 
 interface Hold {
   engine: number;

@@ -57,6 +57,12 @@ export async function keysOn(clients: readonly Redis[], pattern = '*'): Promise<
 export const FRESH_FLEET = { restartQuarantineMs: false } as const;
 
 /**
+ * For tests that count rounds or requests with no master down or paused: a reply slower than the
+ * 100 ms default node timeout on a loaded machine is not a fault there, and must not cost a round.
+ */
+export const PATIENT = { nodeTimeoutMs: 2_000 } as const;
+
+/**
  * An engine with connections of its own, a separate process as far as the masters can tell;
  * its clients go into `opened`, for the test file to close.
  */
