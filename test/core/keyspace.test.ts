@@ -83,9 +83,9 @@ describe('100,000 distinct resources', () => {
     const fenced = Array.from({ length: 18_000 }, (_, i) => `fenced:${i}`);
     const contended = Array.from({ length: 2_000 }, (_, i) => `contended:${i}`);
 
-    // The most keys the masters held together, counted after each batch: a batch takes seconds and its keys
-    // live 10 s, while a loaded machine takes far longer than 10 s over all of them, so a count
-    // at the end (or the sampler's few reads under load) would say little.
+    // The most keys the masters held together, counted after each batch: a batch takes seconds
+    // and its keys live 10 s, while a loaded machine takes far longer than 10 s over all of them,
+    // so a count at the end (or a sampler's few reads under load) would say little.
     let peak = 0;
     const count = async () => {
       peak = Math.max(peak, (await keysEverywhere()).reduce((sum, keys) => sum + keys, 0));
