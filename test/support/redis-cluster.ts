@@ -2,7 +2,6 @@ import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
-import { freePort } from './free-port.js';
 import { RedisFleet } from './redis-fleet.js';
 
 /**
@@ -30,14 +29,13 @@ export class RedisCluster {
 
   static async start({ masters = 3, replicasPerMaster = 1, nodeTimeoutMs = 1_000 }: ClusterOptions = {}): Promise<RedisCluster> {
     const count = masters * (1 + replicasPerMaster);
-    const busPorts = await Promise.all(Array.from({ length: count }, () => freePort()));
     const fleet = await RedisFleet.start(count, {
       extraArgs: [
         ...['--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--cluster-node-timeout', String(nodeTimeoutMs)],
         // A replica cut off for a while (a test pauses one) may still take over its master's slots.
         ...['--cluster-replica-validity-factor', '0'],
       ],
-      argsFor: (index) => ['--cluster-port', String(busPorts[index])],
+      clusterBus: true,
     });
     const admin = fleet.urls().map((url) => {
       const client = new Redis(url, { maxRetriesPerRequest: 1, enableOfflineQueue: true });

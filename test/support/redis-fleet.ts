@@ -34,6 +34,11 @@ export interface FleetOptions {
   /** Per node, asked again at every start (a replica's master may have moved): appended after extraArgs. */
   argsFor?: (index: number) => string[];
   /**
+   * Gives every node a cluster bus port (`--cluster-port`), picked with its port at first boot
+   * (and picked again with it when either was taken meanwhile) and kept across restarts.
+   */
+  clusterBus?: boolean;
+  /**
    * Runs every node as a Sentinel (`redis-server <conf> --sentinel`): the config it starts from,
    * written into the node's dir when the dir is fresh. Sentinel rewrites that file as it learns.
    */
@@ -95,6 +100,7 @@ function probe(port: number, pid: number, exited: Promise<void>): Promise<boolea
 class FleetNode implements RedisNodeHandle {
   readonly host = '127.0.0.1' as const;
   port = 0;
+  busPort: number | undefined;
   child: ChildProcess | undefined;
   /** Settles when the current child has exited (and been reaped). */
   exited: Promise<void> = Promise.resolve();
@@ -254,14 +260,19 @@ export class RedisFleet {
   }
 
   /**
-   * First boot (newPort): the port came from freePort() and may have been taken in
-   * between, so just pick another. Restart must keep the port: redis sets
+   * First boot (newPort): the port (and bus port) came from freePort() and may have been
+   * taken in between, so just pick others. Restart must keep the port: redis sets
    * SO_REUSEADDR so TIME_WAIT does not block it, but back off and retry in case a
    * stray process holds it for a moment.
    */
   private async launchWithRetry(node: FleetNode, newPort: boolean): Promise<void> {
     for (let attempt = 1; ; attempt++) {
       if (newPort) node.port = await freePort();
+      if (newPort && this.options.clusterBus) {
+        do {
+          node.busPort = await freePort();
+        } while (node.busPort === node.port);
+      }
       try {
         return await this.launch(node);
       } catch (error) {
@@ -290,6 +301,7 @@ export class RedisFleet {
       ...['--save', '', '--appendonly', this.options.appendonly ? 'yes' : 'no'],
       ...['--protected-mode', 'no', '--daemonize', 'no', '--logfile', node.logFile],
       ...(this.options.extraArgs ?? []),
+      ...(node.busPort === undefined ? [] : ['--cluster-port', String(node.busPort)]),
       ...(this.options.argsFor?.(node.index) ?? []),
     ];
     node.logOffset = await stat(node.logFile).then((s) => s.size, () => 0);
