@@ -52,6 +52,8 @@ const SHORT_MS = 5_000;
  * this many episodes, each about 15 s (25 s under double load).
  */
 const CONTROL_EPISODES = 3;
+/** Takes by A that left too little validity to be an episode, retried at most this many times. */
+const MAX_SHORT_HOLDS = 3;
 const EPISODE_MS = 25_000;
 /** A writes under the lock only with this much validity left. */
 const WRITE_MARGIN_MS = HOLDER_TTL / 4;
@@ -247,6 +249,7 @@ async function failoverScenario(quarantine: boolean, kind: Kind): Promise<void> 
   scenario.expect('the workers hold every resource before the first episode', warmedUp);
 
   let episodes = 0;
+  let shortHolds = 0;
   let takeovers = 0;
   let fencedTakeovers = 0;
   let lateWritesRejected = 0;
@@ -296,6 +299,18 @@ async function failoverScenario(quarantine: boolean, kind: Kind): Promise<void> 
 
     await cutOff(master, replica); // the replica misses everything from here on
     const hold = await WholeHold.take(a, kind, resource, HOLDER_TTL, 30_000);
+    if (hold.remainingMs() < HOLDER_TTL / 2 && shortHolds < MAX_SHORT_HOLDS) {
+      // A waited so long for its last permit (a loaded machine) that its first has little
+      // validity left: too short a window to see a takeover in. Not an episode: undo, try again.
+      shortHolds++;
+      episodes--;
+      await hold.release();
+      aEngine.close();
+      disconnectAll(opened.splice(0));
+      await admin[master]!.config('SET', 'requirepass', '');
+      await until(() => replicating(replica, master), `node ${replica} to be back in sync with node ${master}`);
+      continue;
+    }
     const aDeadline = now() + nsFromMs(hold.remainingMs());
     const read = hold.read();
     if ((await hold.isOn(admin[master]!, names)) && (await hold.isNotOn(admin[replica]!, names))) keyOnMasterOnly++;
