@@ -10,7 +10,7 @@ import {
   Redlock,
   type RedlockOptions,
 } from '../../lib/index.js';
-import { connectMasters, disconnectAll, FRESH_FLEET, untilReady } from '../support/masters.js';
+import { connectMasters, disconnectAll, FRESH_FLEET, PATIENT, untilReady } from '../support/masters.js';
 import { RedisFleet } from '../support/redis-fleet.js';
 
 let fleet: RedisFleet;
@@ -63,7 +63,7 @@ describe("mode: 'read'", () => {
   });
 
   it('never lets a writer in with anyone else, while readers do overlap', async () => {
-    const engines = await Promise.all(Array.from({ length: 4 }, () => engine()));
+    const engines = await Promise.all(Array.from({ length: 4 }, () => engine({ ...FRESH_FLEET, ...PATIENT })));
     let readers = 0;
     let writers = 0;
     let violations = 0;
