@@ -14,7 +14,7 @@ import { now, nsFromMs, type HistoryEvent } from './support/history.js';
 import { LocalHolder } from './support/local-holder.js';
 import { failures, runFor, SafetyRun, spread, timeoutFor, type ScenarioSpec } from './support/safety-run.js';
 import { KINDS, loopWorker, range, tally, type Kind } from './support/scenario-kit.js';
-import { takeoverViolations, WholeHold } from './support/whole-hold.js';
+import { anotherEpisode, CONTROL_EPISODES, MAX_SHORT_HOLDS, takeoverViolations, WholeHold } from './support/whole-hold.js';
 
 // Redis Cluster shard failovers to replicas that missed live locks (spec section 5, the restart
 // quarantine, for a shard master replaced behind a slot: lib/core/shard-quarantine.ts).
@@ -46,14 +46,7 @@ import { takeoverViolations, WholeHold } from './support/whole-hold.js';
 const HOLDER_TTL = 8_000;
 const WORKER_TTL = 2_000;
 const SHORT_MS = 5_000;
-/**
- * A control must show the double grant, and on a loaded machine one episode's workers may not get
- * through to the promoted replica before A's lock ends: a control with no takeover yet runs up to
- * this many episodes, each about 15 s (25 s under double load).
- */
-const CONTROL_EPISODES = 3;
-/** Takes by A that left too little validity to be an episode, retried at most this many times. */
-const MAX_SHORT_HOLDS = 3;
+/** The longest a control's extra episode (CONTROL_EPISODES) takes under double load; about 15 s otherwise. */
 const EPISODE_MS = 25_000;
 /** A writes under the lock only with this much validity left. */
 const WRITE_MARGIN_MS = HOLDER_TTL / 4;
@@ -193,6 +186,12 @@ async function cutOff(master: number, replica: number): Promise<void> {
   await until(async () => field(await admin[replica]!.info('replication'), 'master_link_status') === 'down', `node ${replica} to lose its master`);
 }
 
+/** Undoes `cutOff`: the master takes connections without a password again, and the replica catches up. */
+async function reconnect(master: number, replica: number): Promise<void> {
+  await admin[master]!.config('SET', 'requirepass', '');
+  await until(() => replicating(replica, master), `node ${replica} to be back in sync with node ${master}`);
+}
+
 /** One resource per shard: a name whose hash slot falls in each slot range, in slot order. */
 async function resourcePerShard(): Promise<string[]> {
   const ranges = ((await admin[0]!.call('CLUSTER', 'SLOTS')) as [number, number][]).map(([from, to]) => [from, to] as const);
@@ -299,16 +298,10 @@ async function failoverScenario(quarantine: boolean, kind: Kind): Promise<void> 
 
     await cutOff(master, replica); // the replica misses everything from here on
     const hold = await WholeHold.take(a, kind, resource, HOLDER_TTL, 30_000);
-    if (hold.remainingMs() < HOLDER_TTL / 2 && shortHolds < MAX_SHORT_HOLDS) {
-      // A waited so long for its last permit (a loaded machine) that its first has little
-      // validity left: too short a window to see a takeover in. Not an episode: undo, try again.
-      shortHolds++;
+    if (hold.isShort() && shortHolds++ < MAX_SHORT_HOLDS) {
       episodes--;
-      await hold.release();
-      aEngine.close();
-      disconnectAll(opened.splice(0));
-      await admin[master]!.config('SET', 'requirepass', '');
-      await until(() => replicating(replica, master), `node ${replica} to be back in sync with node ${master}`);
+      await hold.end(aEngine, opened);
+      await reconnect(master, replica);
       continue;
     }
     const aDeadline = now() + nsFromMs(hold.remainingMs());
@@ -363,9 +356,7 @@ async function failoverScenario(quarantine: boolean, kind: Kind): Promise<void> 
         noticeMs.push(Number(first! - killedAt) / 1e6);
       }
     }
-    await hold.release();
-    aEngine.close();
-    disconnectAll(opened.splice(0));
+    await hold.end(aEngine, opened);
 
     // The old master comes back with its cluster config (nodes.conf) but no data (the RDB file a
     // full sync as a replica once left), and rejoins as the new master's replica.
@@ -375,7 +366,7 @@ async function failoverScenario(quarantine: boolean, kind: Kind): Promise<void> 
     await until(() => replicating(master, replica), `node ${master} to rejoin as node ${replica}'s replica`);
     await shards.untilHealthy();
     await sleep(300); // the workers run undisturbed for a while between episodes
-  } while (performance.now() < endAt || (!quarantine && takeovers === 0 && episodes < CONTROL_EPISODES));
+  } while (anotherEpisode({ endAt, episodes, quarantine, takeovers }));
 
   scenario.expect(`A's key was on the shard master and not on its cut-off replica (${keyOnMasterOnly}/${episodes})`, keyOnMasterOnly === episodes);
   scenario.expect(

@@ -1,8 +1,31 @@
 import type { Redis } from 'ioredis';
-import type { Lock } from '../../../lib/core/index.js';
+import type { Lock, Redlock } from '../../../lib/core/index.js';
+import { disconnectAll } from '../../support/masters.js';
 import type { ViolationKind } from './checker.js';
 import type { LocalHolder } from './local-holder.js';
 import type { Kind } from './scenario-kit.js';
+
+/**
+ * Takes by A that left it too little validity to be an episode (`isShort`), undone and retried at
+ * most this many times per run; after that they count as episodes.
+ */
+export const MAX_SHORT_HOLDS = 3;
+
+/**
+ * A control must show the double grant, and on a loaded machine one episode's workers may not get
+ * through to the promoted replica before A's lock ends: a control with no takeover yet runs up to
+ * this many episodes.
+ */
+export const CONTROL_EPISODES = 3;
+
+/**
+ * Whether a failover run goes on to another episode: until its time is up and it has had one, and
+ * a control until it has shown a takeover or had its episodes.
+ */
+export function anotherEpisode(run: { endAt: number; episodes: number; quarantine: boolean; takeovers: number }): boolean {
+  if (performance.now() < run.endAt || run.episodes === 0) return true;
+  return !run.quarantine && run.takeovers === 0 && run.episodes < CONTROL_EPISODES;
+}
 
 /**
  * What holder A takes in the failover scenarios: the whole resource under each kind, so that any
@@ -16,6 +39,7 @@ export class WholeHold {
     private readonly holder: LocalHolder,
     readonly kind: Kind,
     readonly locks: readonly Lock[],
+    private readonly ttl: number,
   ) {}
 
   static async take(holder: LocalHolder, kind: Kind, resource: string, ttl: number, waitTimeoutMs: number): Promise<WholeHold> {
@@ -30,12 +54,21 @@ export class WholeHold {
       await Promise.all(locks.map((lock) => holder.release(lock)));
       throw error;
     }
-    return new WholeHold(holder, kind, locks);
+    return new WholeHold(holder, kind, locks, ttl);
   }
 
   /** The validity A can still count on: its shortest hold's. */
   remainingMs(): number {
     return Math.min(...this.locks.map((lock) => lock.remainingMs()));
+  }
+
+  /**
+   * Whether less than half the ttl is left: a semaphore's last permit waited so long (a loaded
+   * machine) that its first has aged. Too short a window to see a takeover in; the scenarios undo
+   * such a take and try again rather than count it.
+   */
+  isShort(): boolean {
+    return this.remainingMs() < this.ttl / 2;
   }
 
   /** Whether A writes to the store under this hold: permits share the resource and leave the store alone. */
@@ -54,6 +87,13 @@ export class WholeHold {
 
   async release(): Promise<void> {
     await Promise.all(this.locks.map((lock) => this.holder.release(lock)));
+  }
+
+  /** A's part of an episode is over: its holds released, its engine closed, its connections dropped. */
+  async end(engine: Redlock, connections: Redis[]): Promise<void> {
+    await this.release();
+    engine.close();
+    disconnectAll(connections.splice(0));
   }
 
   /** Whether `server` has every one of A's holds: the lock key for a lock or writer, the holders hash for permits. */
