@@ -14,9 +14,10 @@ import { ascending, percentile } from './support/stats.js';
 
 /**
  * One process, the OpenTelemetry SDK installed, and one engine per way of reporting: none,
- * `RedlockTelemetry()`, and `RedlockTelemetry({ requireParentSpan: false })`. They take turns in
- * short blocks of scenario 1 (one caller) and scenario 2 (200 callers), so a machine that slows
- * down for a while slows all of them alike: the difference left is what the telemetry costs.
+ * `RedlockTelemetry()`, `RedlockTelemetry({ requireParentSpan: false })` and the SDK floor. They
+ * take turns in short blocks of scenario 1 (one caller) and scenario 2 (200 callers), so a machine
+ * that slows down for a while slows all of them alike, and each turn cleans up after itself
+ * (`settle`), so none pays for another: the difference left is what the telemetry costs.
  */
 export interface PairsJob {
   urls: string[];
@@ -63,8 +64,10 @@ function sdkFloor(): RedlockInstrumentation {
 
 /**
  * Per way: scenario 1's p50s over all measured cycles, scenario 2's cycles/s per turn and failed
- * acquires, and for each the process's CPU time per cycle (µs, all turns together): what the
- * telemetry costs in CPU, which other processes on the machine disturb far less than wall time.
+ * acquires, and for each the process's CPU time per cycle (µs): what the telemetry costs in CPU,
+ * which other processes on the machine disturb far less than wall time. The `…Turns` arrays hold
+ * one figure per turn, in block order, so a way's turn can be set against telemetry off's turn
+ * of the same block, taken seconds apart.
  */
 export type PairsResult = Record<
   Way,
@@ -72,10 +75,15 @@ export type PairsResult = Record<
     cycleP50: number;
     acquireP50: number;
     singleCpuUs: number;
+    cycleP50Turns: number[];
+    acquireP50Turns: number[];
+    singleCpuTurns: number[];
     pipelined: number[];
     pipelinedCpuUs: number;
+    pipelinedCpuTurns: number[];
     plain: number[];
     plainCpuUs: number;
+    plainCpuTurns: number[];
     errors: number;
     /** CPU per cycle of the hooks alone: what the engine calls for one acquire and release, without Redis. */
     hooksCpuUs: number;
@@ -89,9 +97,33 @@ function cpuNow(): number {
 }
 
 const job = JSON.parse(process.argv[2]!) as PairsJob;
-installOtelSdk();
+const sdk = installOtelSdk();
+const collectGarbage = (globalThis as { gc?: () => void }).gc;
+if (!collectGarbage) throw new Error('bench/telemetry-pairs.ts needs --expose-gc (runInChild passes it)');
 const ways = [...WAYS];
 const opened: Redis[] = [];
+
+/**
+ * Ends a turn: its queued spans go to the exporter and its garbage is collected, inside the turn's
+ * CPU time. Otherwise a way's spans and garbage would be paid for by whichever way ran next.
+ */
+async function settle(): Promise<void> {
+  await sdk.flushSpans();
+  collectGarbage!();
+}
+
+/**
+ * What `settle` costs when the turn before left nothing: mostly marking the live heap, the same for
+ * every way (all engines live in this process). Taken at the start of each block and subtracted
+ * from that block's turns, so that it does not dilute their differences.
+ */
+let idleSettleUs = 0;
+async function measureIdleSettle(): Promise<void> {
+  await settle();
+  const before = cpuNow();
+  await settle();
+  idleSettleUs = cpuNow() - before;
+}
 
 async function engine(way: Way, autoPipelining: boolean): Promise<Redlock> {
   const clients = await connect(job.urls, autoPipelining);
@@ -101,10 +133,19 @@ async function engine(way: Way, autoPipelining: boolean): Promise<Redlock> {
   return redlock;
 }
 
-/** Each turn in a rotated order, so no way always follows the same one. */
+/**
+ * The order of the ways in each block: the rows of a Williams square, in which every way comes
+ * first once and follows every other way exactly once, so what a turn leaves behind despite
+ * `settle` falls on every way alike.
+ */
+const WILLIAMS_ROWS = [
+  [0, 1, 3, 2],
+  [1, 2, 0, 3],
+  [2, 3, 1, 0],
+  [3, 0, 2, 1],
+] as const;
 function turns(block: number): Way[] {
-  const shift = block % ways.length;
-  return [...ways.slice(shift), ...ways.slice(0, shift)];
+  return WILLIAMS_ROWS[block % WILLIAMS_ROWS.length]!.map((index) => ways[index]!);
 }
 
 const result = Object.fromEntries(
@@ -114,10 +155,15 @@ const result = Object.fromEntries(
       cycleP50: 0,
       acquireP50: 0,
       singleCpuUs: 0,
+      cycleP50Turns: [] as number[],
+      acquireP50Turns: [] as number[],
+      singleCpuTurns: [] as number[],
       pipelined: [] as number[],
       pipelinedCpuUs: 0,
+      pipelinedCpuTurns: [] as number[],
       plain: [] as number[],
       plainCpuUs: 0,
+      plainCpuTurns: [] as number[],
       errors: 0,
       hooksCpuUs: 0,
     },
@@ -132,20 +178,32 @@ let key = 0;
 const cpu = Object.fromEntries(ways.map((way) => [way, { us: 0, cycles: 0 }])) as Record<Way, { us: number; cycles: number }>;
 const sequential = async (way: Way, count: number, record: boolean) => {
   const before = cpuNow();
-  if (record) cpu[way].cycles += count;
+  const turnCycles: number[] = [];
+  const turnAcquires: number[] = [];
   for (let i = 0; i < count; i++) {
     const start = performance.now();
     const lock = await single[way].acquire(`bench:pairs:${process.pid}:${key++}`, job.ttlMs);
     const acquired = performance.now();
     await lock.release();
-    if (!record) continue;
-    cycles[way].push(performance.now() - start);
-    acquires[way].push(acquired - start);
+    turnCycles.push(performance.now() - start);
+    turnAcquires.push(acquired - start);
   }
-  if (record) cpu[way].us += cpuNow() - before;
+  await settle();
+  if (!record) return;
+  const spent = cpuNow() - before - idleSettleUs;
+  cpu[way].us += spent;
+  cpu[way].cycles += count;
+  cycles[way].push(...turnCycles);
+  acquires[way].push(...turnAcquires);
+  result[way].cycleP50Turns.push(percentile(ascending(turnCycles), 50));
+  result[way].acquireP50Turns.push(percentile(ascending(turnAcquires), 50));
+  result[way].singleCpuTurns.push(spent / count);
 };
 for (const way of ways) await sequential(way, job.warmup, false);
-for (let block = 0; block < job.blocks; block++) for (const way of turns(block)) await sequential(way, job.cycles, true);
+for (let block = 0; block < job.blocks; block++) {
+  await measureIdleSettle();
+  for (const way of turns(block)) await sequential(way, job.cycles, true);
+}
 for (const way of ways) {
   result[way].cycleP50 = percentile(ascending(cycles[way]), 50);
   result[way].acquireP50 = percentile(ascending(acquires[way]), 50);
@@ -156,6 +214,7 @@ for (const way of ways) {
 for (const mode of ['pipelined', 'plain'] as const) {
   const engines = Object.fromEntries(await Promise.all(ways.map(async (way) => [way, await engine(way, mode === 'pipelined')] as const))) as Record<Way, Redlock>;
   const spent = Object.fromEntries(ways.map((way) => [way, { us: 0, cycles: 0 }])) as Record<Way, { us: number; cycles: number }>;
+  const cpuTurns = mode === 'pipelined' ? 'pipelinedCpuTurns' : 'plainCpuTurns';
   const rate = async (way: Way, ms: number, record: boolean) => {
     let done = 0;
     let running = true;
@@ -178,14 +237,18 @@ for (const mode of ['pipelined', 'plain'] as const) {
     const elapsed = performance.now() - start;
     const counted = done;
     await Promise.all(callers);
+    await settle();
     if (record) {
-      spent[way].us += cpuNow() - before;
+      const us = cpuNow() - before - idleSettleUs;
+      spent[way].us += us;
       spent[way].cycles += done;
+      result[way][cpuTurns].push(us / done);
     }
     return (counted * 1000) / elapsed;
   };
   for (const way of ways) await rate(way, job.blockMs, false); // warm-up turn
   for (let block = 0; block < job.blocks; block++) {
+    await measureIdleSettle();
     for (const way of turns(block)) result[way][mode].push(await rate(way, job.blockMs, true));
   }
   for (const way of ways) result[way][mode === 'pipelined' ? 'pipelinedCpuUs' : 'plainCpuUs'] = spent[way].us / spent[way].cycles;

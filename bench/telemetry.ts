@@ -20,8 +20,9 @@ import { median } from './support/stats.js';
  * `npm run bench:telemetry [-- --reps N] [-- --smoke]`: what OpenTelemetry costs the engine, in
  * scenarios 1 and 2, two ways per repetition on one fleet of 5 masters:
  * - paired (bench/telemetry-pairs.ts): one process with the SDK installed, engines without
- *   telemetry, with `RedlockTelemetry()`, and with a span for every acquire, taking turns in
- *   short blocks, so the machine's ups and downs fall on all of them: the cost of our telemetry;
+ *   telemetry, with `RedlockTelemetry()`, with a span for every acquire, and with the SDK floor,
+ *   taking turns in short blocks, so the machine's ups and downs fall on all of them, each turn
+ *   set against telemetry off's turn of its block: the cost of our telemetry;
  * - apart: the scenarios as the main benchmark runs them, a fresh process each, without the SDK
  *   and with the SDK and `RedlockTelemetry()`: what an app pays for both, noise included.
  * Writes its section of bench/RESULTS.md (between the telemetry markers, which the full
@@ -36,7 +37,7 @@ const RESULTS = fileURLToPath(new URL('./RESULTS.md', import.meta.url));
 const out = args.out ?? (args.smoke ? join(tmpdir(), 'nestjs-redlock-bench-telemetry.md') : RESULTS);
 const PAIRS = fileURLToPath(new URL('./telemetry-pairs.ts', import.meta.url));
 const PAIRS_PARAMS: Record<typeof mode, Omit<PairsJob, 'urls'>> = {
-  full: { blocks: 8, cycles: 500, warmup: 3_000, blockMs: 1_000, callers: 200, ttlMs: 10_000 },
+  full: { blocks: 12, cycles: 500, warmup: 3_000, blockMs: 1_000, callers: 200, ttlMs: 10_000 },
   smoke: { blocks: 2, cycles: 50, warmup: 50, blockMs: 200, callers: 20, ttlMs: 10_000 },
 };
 const APART: readonly LibraryId[] = ['nestjs-redlock', 'nestjs-redlock+otel'];
@@ -46,19 +47,20 @@ interface Figure {
   readonly label: string;
   readonly better: 'lower' | 'higher';
   readonly digits: number;
-  /** From one paired run, per way. */
+  /** From one paired run, per way: over the whole run, and per turn (in block order). */
   readonly paired: (result: PairsResult[Way]) => number;
+  readonly turns: (result: PairsResult[Way]) => readonly number[];
   /** From one run apart: the scenario and its figure (CPU time is measured paired only). */
   readonly apart?: readonly [Scenario, string];
 }
 const FIGURES: readonly Figure[] = [
-  { label: '1 one caller: acquire+release p50 (ms)', better: 'lower', digits: 3, paired: (r) => r.cycleP50, apart: [latency, 'cycleP50'] },
-  { label: '1 one caller: acquire p50 (ms)', better: 'lower', digits: 3, paired: (r) => r.acquireP50, apart: [latency, 'acquireP50'] },
-  { label: '2 200 callers: cycles/s, auto-pipelining', better: 'higher', digits: 0, paired: (r) => median(r.pipelined), apart: [throughput, 'pipelined'] },
-  { label: '2 200 callers: cycles/s, plain clients', better: 'higher', digits: 0, paired: (r) => median(r.plain), apart: [throughput, 'plain'] },
-  { label: '1 one caller: CPU per cycle (µs)', better: 'lower', digits: 1, paired: (r) => r.singleCpuUs },
-  { label: '2 200 callers: CPU per cycle (µs), auto-pipelining', better: 'lower', digits: 1, paired: (r) => r.pipelinedCpuUs },
-  { label: '2 200 callers: CPU per cycle (µs), plain clients', better: 'lower', digits: 1, paired: (r) => r.plainCpuUs },
+  { label: '1 one caller: acquire+release p50 (ms)', better: 'lower', digits: 3, paired: (r) => r.cycleP50, turns: (r) => r.cycleP50Turns, apart: [latency, 'cycleP50'] },
+  { label: '1 one caller: acquire p50 (ms)', better: 'lower', digits: 3, paired: (r) => r.acquireP50, turns: (r) => r.acquireP50Turns, apart: [latency, 'acquireP50'] },
+  { label: '2 200 callers: cycles/s, auto-pipelining', better: 'higher', digits: 0, paired: (r) => median(r.pipelined), turns: (r) => r.pipelined, apart: [throughput, 'pipelined'] },
+  { label: '2 200 callers: cycles/s, plain clients', better: 'higher', digits: 0, paired: (r) => median(r.plain), turns: (r) => r.plain, apart: [throughput, 'plain'] },
+  { label: '1 one caller: CPU per cycle (µs)', better: 'lower', digits: 1, paired: (r) => r.singleCpuUs, turns: (r) => r.singleCpuTurns },
+  { label: '2 200 callers: CPU per cycle (µs), auto-pipelining', better: 'lower', digits: 1, paired: (r) => r.pipelinedCpuUs, turns: (r) => r.pipelinedCpuTurns },
+  { label: '2 200 callers: CPU per cycle (µs), plain clients', better: 'lower', digits: 1, paired: (r) => r.plainCpuUs, turns: (r) => r.plainCpuTurns },
 ];
 
 const started = Date.now();
@@ -121,17 +123,25 @@ function render(): string {
   const machine = describeMachine();
   const pairedRows = FIGURES.map((figure) => {
     const of = (way: Way) => paired.map((result) => figure.paired(result[way]));
-    const [off, ours, spans, floor] = [of('off'), of('telemetry'), of('spans'), of('floor')];
-    // Paired: the cost within each repetition, then the median of those.
-    const costs = (values: number[]) => values.map((value, i) => cost(figure, off[i]!, value));
+    // Paired: each turn against telemetry off's turn of the same block; the median over every
+    // turn of every repetition, and each repetition's median in brackets.
+    const costs = (way: Way) =>
+      paired.map((result) => {
+        const off = figure.turns(result.off);
+        return figure.turns(result[way]).map((value, i) => cost(figure, off[i]!, value));
+      });
+    const cell = (way: Way) => {
+      const byRep = costs(way);
+      return `${pct(median(byRep.flat()))} (${byRep.map((turns) => pct(median(turns))).join(', ')})`;
+    };
     const cells = [
-      fmt(median(off), figure.digits),
-      fmt(median(ours), figure.digits),
-      fmt(median(spans), figure.digits),
-      fmt(median(floor), figure.digits),
-      `${pct(median(costs(ours)))} (${costs(ours).map(pct).join(', ')})`,
-      `${pct(median(costs(spans)))} (${costs(spans).map(pct).join(', ')})`,
-      `${pct(median(costs(floor)))} (${costs(floor).map(pct).join(', ')})`,
+      fmt(median(of('off')), figure.digits),
+      fmt(median(of('telemetry')), figure.digits),
+      fmt(median(of('spans')), figure.digits),
+      fmt(median(of('floor')), figure.digits),
+      cell('telemetry'),
+      cell('spans'),
+      cell('floor'),
     ];
     return `| ${figure.label} | ${cells.join(' | ')} |`;
   });
@@ -169,10 +179,14 @@ function render(): string {
     '',
     `**Paired**, the cost of the telemetry itself: in each repetition one process with the SDK installed runs four engines ` +
       `in turns of ${p.cycles} cycles (scenario 1, after ${p.warmup} warm-up cycles each) and of ${p.blockMs / 1000} s ` +
-      `(scenario 2, ${p.callers} callers), ${p.blocks} turns each, in rotated order. Cost: the median over the repetitions of ` +
-      'each repetition\'s cost (slower or more CPU for times, fewer for rates; negative is better), every repetition in ' +
-      'brackets. CPU per cycle is this process\'s CPU time (every thread, GC included) over all its turns, divided by the ' +
-      'cycles they ran: other processes on the machine disturb it far less than they disturb wall time.',
+      `(scenario 2, ${p.callers} callers), in ${p.blocks} blocks of one turn per engine. The order within a block follows ` +
+      'the rows of a Williams square (each engine goes first once in four blocks and follows each other engine once). Each ' +
+      'turn ends by flushing its spans and collecting its garbage, within its CPU time: no engine pays for what another ' +
+      'left behind. Cost: each turn against telemetry off\'s turn of the same block (slower or more CPU for times, fewer ' +
+      `for rates; negative is better); the median over all ${p.blocks * Math.max(1, paired.length)} turns, and each repetition's median in brackets. ` +
+      'CPU per cycle is this process\'s CPU time (every thread, GC included) in the turn and its settling, less a settling ' +
+      'right after a settling (the cost of marking the live heap, the same for every engine), divided by the cycles it ran: ' +
+      'other processes on the machine disturb it far less than they disturb wall time.',
     '',
     '| figure | telemetry off | `RedlockTelemetry()` | a span per acquire | SDK floor | cost of `RedlockTelemetry()` | cost with a span per acquire | cost of the SDK floor |',
     '|---|---|---|---|---|---|---|---|',

@@ -2,7 +2,7 @@ import type { Redis } from 'ioredis';
 import { Redlock, type Lock } from '../../lib/core/index.js';
 import { RedlockTelemetry, type RedlockTelemetryOptions } from '../../lib/opentelemetry/index.js';
 import { connect, disconnect } from '../support/clients.js';
-import { installOtelSdk } from '../support/otel-sdk.js';
+import { installOtelSdk, type InstalledOtelSdk } from '../support/otel-sdk.js';
 import { WAIT_MS, type LockAdapter, type SetupOptions, type SharedShape } from './lock-adapter.js';
 
 export class NestjsRedlockAdapter implements LockAdapter<Lock> {
@@ -12,7 +12,7 @@ export class NestjsRedlockAdapter implements LockAdapter<Lock> {
   readonly #telemetry: RedlockTelemetryOptions | undefined;
   #clients: Redis[] = [];
   #redlock: Redlock | undefined;
-  #uninstallSdk: (() => Promise<void>) | undefined;
+  #sdk: InstalledOtelSdk | undefined;
 
   /**
    * With `telemetry`, the OpenTelemetry SDK is installed in the process (bench/support/otel-sdk.ts)
@@ -28,7 +28,7 @@ export class NestjsRedlockAdapter implements LockAdapter<Lock> {
 
   async setup(urls: readonly string[], options: SetupOptions): Promise<void> {
     this.#clients = await connect(urls, options.autoPipelining);
-    if (this.#telemetry) this.#uninstallSdk = installOtelSdk();
+    if (this.#telemetry) this.#sdk = installOtelSdk();
     const instrumentation = this.#telemetry ? new RedlockTelemetry(this.#telemetry) : undefined;
     this.#redlock = new Redlock(this.#clients, { waitTimeoutMs: WAIT_MS, instrumentation });
   }
@@ -48,6 +48,6 @@ export class NestjsRedlockAdapter implements LockAdapter<Lock> {
   async close(): Promise<void> {
     this.#redlock?.close(); // the connections it opened itself (wake-up subscribers)
     disconnect(this.#clients);
-    await this.#uninstallSdk?.();
+    await this.#sdk?.uninstall();
   }
 }

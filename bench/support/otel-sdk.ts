@@ -22,7 +22,13 @@ const discard = {
  * SDK's own exports do: from then on Node 20 tracks every promise for AsyncLocalStorage, a cost
  * every async line of the app pays, whatever reports telemetry.
  */
-export function installOtelSdk(): () => Promise<void> {
+export interface InstalledOtelSdk {
+  uninstall(): Promise<void>;
+  /** Hands every queued span to the exporter now, rather than at the processor's next tick. */
+  flushSpans(): Promise<void>;
+}
+
+export function installOtelSdk(): InstalledOtelSdk {
   const meterProvider = new MeterProvider({
     readers: [new PeriodicExportingMetricReader({ exporter: discard as unknown as PushMetricExporter, exportIntervalMillis: 1_000 })],
   });
@@ -36,10 +42,13 @@ export function installOtelSdk(): () => Promise<void> {
   metrics.setGlobalMeterProvider(meterProvider);
   trace.setGlobalTracerProvider(tracerProvider);
   context.with(ROOT_CONTEXT, () => {});
-  return async () => {
-    await Promise.all([meterProvider.shutdown(), tracerProvider.shutdown()]);
-    metrics.disable();
-    trace.disable();
-    context.disable();
+  return {
+    uninstall: async () => {
+      await Promise.all([meterProvider.shutdown(), tracerProvider.shutdown()]);
+      metrics.disable();
+      trace.disable();
+      context.disable();
+    },
+    flushSpans: () => tracerProvider.forceFlush(),
   };
 }
