@@ -16,6 +16,8 @@ import { RedisFleet } from '../support/redis-fleet.js';
 
 let fleet: RedisFleet;
 const opened: Redis[] = [];
+/** How long the masters are paused under a waiter's refused round (well within PATIENT's node timeout). */
+const SLOW_ROUND_MS = 300;
 
 beforeAll(async () => {
   fleet = await RedisFleet.start(3);
@@ -289,7 +291,17 @@ describe("a waiter's rounds", () => {
       });
       return count;
     });
+    // b's refused round is made slow (every master paused while it is out), and the waiter waits
+    // for the others' wake-ups at most as long as that round took after the first: so a loaded
+    // machine's gap between the masters' messages cannot send it round early (CI under double load
+    // saw 3 rounds when its round took a few ms). Its round time is all it learns from the pause.
+    fleet.nodes.forEach((_, i) => fleet.pause(i));
     const waiting = b.redlock.acquire('wake-quorum', 10_000, { limit: 2, waitTimeoutMs: 20_000 });
+    try {
+      await new Promise((resolve) => setTimeout(resolve, SLOW_ROUND_MS));
+    } finally {
+      fleet.nodes.forEach((_, i) => fleet.resume(i));
+    }
     await enlisted(a.clients, 'wake-quorum');
     // The holders keep both permits a while: a waiter that retried at once (it did, before it
     // listened ahead of its round) would have sent a second round by now.
