@@ -14,7 +14,7 @@ import { now, nsFromMs, type HistoryEvent } from './support/history.js';
 import { LocalHolder } from './support/local-holder.js';
 import { failures, runFor, SafetyRun, spread, timeoutFor, type ScenarioSpec } from './support/safety-run.js';
 import { KINDS, loopWorker, range, tally, type Kind } from './support/scenario-kit.js';
-import { anotherEpisode, CONTROL_EPISODES, MAX_SHORT_HOLDS, takeoverViolations, WholeHold } from './support/whole-hold.js';
+import { anotherEpisode, CONTROL_EXTRA_MS, MAX_SHORT_HOLDS, takeoverViolations, WholeHold } from './support/whole-hold.js';
 
 // Redis Cluster shard failovers to replicas that missed live locks (spec section 5, the restart
 // quarantine, for a shard master replaced behind a slot: lib/core/shard-quarantine.ts).
@@ -46,8 +46,6 @@ import { anotherEpisode, CONTROL_EPISODES, MAX_SHORT_HOLDS, takeoverViolations, 
 const HOLDER_TTL = 8_000;
 const WORKER_TTL = 2_000;
 const SHORT_MS = 5_000;
-/** The longest a control's extra episode (CONTROL_EPISODES) takes under double load; about 15 s otherwise. */
-const EPISODE_MS = 25_000;
 /** A writes under the lock only with this much validity left. */
 const WRITE_MARGIN_MS = HOLDER_TTL / 4;
 /** What a shard master asks of new connections while its replica is cut off; nobody has it. */
@@ -407,7 +405,7 @@ describe('Redis Cluster shard failovers to replicas that missed a live lock', ()
   // The controls first: they need no server older than the quarantine window, and while they
   // run the servers age past it, which the quarantined scenarios need before their workers can lock.
   for (const kind of KINDS) {
-    it(`${kind.title}are caught by the checker as a double grant with the quarantine off (control)`, () => failoverScenario(false, kind), timeoutFor(SHORT_MS) + (CONTROL_EPISODES - 1) * EPISODE_MS);
+    it(`${kind.title}are caught by the checker as a double grant with the quarantine off (control)`, () => failoverScenario(false, kind), timeoutFor(SHORT_MS) + CONTROL_EXTRA_MS);
   }
   for (const kind of KINDS) {
     it(`${kind.title}never let a second holder in while the restart quarantine is on`, () => failoverScenario(true, kind), timeoutFor(SHORT_MS));

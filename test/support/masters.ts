@@ -57,8 +57,9 @@ export async function keysOn(clients: readonly Redis[], pattern = '*'): Promise<
 export const FRESH_FLEET = { restartQuarantineMs: false } as const;
 
 /**
- * For tests that count rounds or requests with no master down or paused: a reply slower than the
- * 100 ms default node timeout on a loaded machine is not a fault there, and must not cost a round.
+ * For tests that count rounds or requests with no master down (a pause, if any, is shorter than
+ * this): a reply slower than the 100 ms default node timeout on a loaded machine is not a fault
+ * there, and must not cost a round.
  */
 export const PATIENT = { nodeTimeoutMs: 2_000 } as const;
 

@@ -16,7 +16,9 @@ export const MAX_SHORT_HOLDS = 3;
  * through to the promoted replica before A's lock ends: a control with no takeover yet runs up to
  * this many episodes.
  */
-export const CONTROL_EPISODES = 3;
+const CONTROL_EPISODES = 3;
+/** What a control's extra episodes may add to its test's timeout: up to 25 s each under double load. */
+export const CONTROL_EXTRA_MS = (CONTROL_EPISODES - 1) * 25_000;
 
 /**
  * Whether a failover run goes on to another episode: until its time is up and it has had one, and
