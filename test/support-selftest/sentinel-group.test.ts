@@ -1,3 +1,4 @@
+import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { disconnectAll } from '../support/masters.js';
 import { SentinelGroup, sentinelClient, untilServes } from '../support/sentinel-group.js';
@@ -23,6 +24,23 @@ beforeAll(async () => {
 afterAll(async () => {
   await group?.stopAll();
 });
+
+/** INFO replication of the master and of server `index`, and the master the Sentinel names: for a failure's message. */
+async function replicationState(group: SentinelGroup, index: number): Promise<string> {
+  const brief = (info: string) => info.split('\r\n').filter((line) => /^(role|master_host|master_port|master_link_status|connected_slaves|slave\d|master_repl_offset|slave_repl_offset)/.test(line)).join(', ');
+  const sentinel = new Redis({ host: '127.0.0.1', port: group.sentinelPorts()[0]!, maxRetriesPerRequest: 1 });
+  sentinel.on('error', () => {});
+  try {
+    const named = await sentinel.call('SENTINEL', 'GET-MASTER-ADDR-BY-NAME', group.name).catch((error: Error) => error.message);
+    return [
+      `master (server ${group.masterIndex}): ${brief(await group.direct(group.masterIndex).info('replication'))}`,
+      `server ${index}: ${brief(await group.direct(index).info('replication'))}`,
+      `Sentinel names the master at ${JSON.stringify(named)}`,
+    ].join('; ');
+  } finally {
+    sentinel.disconnect();
+  }
+}
 
 describe('SentinelGroup', () => {
   it('starts a master, a replica that follows it, and a Sentinel that knows both', async () => {
@@ -62,8 +80,14 @@ describe('SentinelGroup', () => {
       expect(group.replicaIndexes()).toEqual([old]);
       await group.direct(group.masterIndex).set('after', '1');
       // Polled: under double load a WAIT of 5 s right after the restart once counted no replica,
-      // with the replica's link already up (cause not found); once the write is there, it acks.
-      await expect.poll(() => group.direct(old).get('after'), { timeout: 20_000 }).toBe('1');
+      // and once the write did not reach the replica in 20 s, its link up both times (cause not
+      // found). Should it happen again, the failure says what each server and the Sentinel saw.
+      await expect
+        .poll(() => group.direct(old).get('after'), { timeout: 20_000 })
+        .toBe('1')
+        .catch(async (error: Error) => {
+          throw new Error(`${error.message}\n${await replicationState(group, old)}`, { cause: error });
+        });
       expect(await group.direct(group.masterIndex).wait(1, 10_000)).toBe(1);
     } finally {
       disconnectAll([client]);
