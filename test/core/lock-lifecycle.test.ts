@@ -8,7 +8,7 @@ import {
   LockLostError,
   Redlock,
 } from '../../lib/index.js';
-import { connectMasters, disconnectAll, FRESH_FLEET, keysOn } from '../support/masters.js';
+import { connectMasters, disconnectAll, FRESH_FLEET, keysOn, PATIENT } from '../support/masters.js';
 import { RedisFleet } from '../support/redis-fleet.js';
 
 let fleet: RedisFleet;
@@ -119,7 +119,7 @@ describe('extend', () => {
   });
 
   it('is bounded', async () => {
-    const capped = new Redlock(clients, { ...FRESH_FLEET, maxExtensions: 2 });
+    const capped = new Redlock(clients, { ...FRESH_FLEET, ...PATIENT, maxExtensions: 2 });
     const lock = await capped.acquire('capped', 5_000);
     await lock.extend();
     await lock.extend();
@@ -150,7 +150,7 @@ describe('acquire and tryAcquire', () => {
   it('waits for the holder and gets the lock when it is released', async () => {
     const holder = await redlock.acquire('wait', 5_000);
     // Another process: a caller of this one would be handed the holder's lock without the masters.
-    const otherProcess = new Redlock(clients, FRESH_FLEET);
+    const otherProcess = new Redlock(clients, { ...FRESH_FLEET, ...PATIENT });
     // Identified before its first round, so its takes all go out at once, as a long-lived engine's do.
     await otherProcess.verifyMasters();
     const waiting = otherProcess.acquire('wait', 5_000, { waitTimeoutMs: 20_000 });
@@ -166,7 +166,7 @@ describe('acquire and tryAcquire', () => {
 
   it('gives up after the wait budget with the held error', async () => {
     const holder = await redlock.acquire('budget', 5_000);
-    const otherProcess = new Redlock(clients, FRESH_FLEET);
+    const otherProcess = new Redlock(clients, { ...FRESH_FLEET, ...PATIENT });
     // Identified before its first round, so its takes all go out at once, as a long-lived engine's do.
     await otherProcess.verifyMasters();
     const error = await otherProcess.acquire('budget', 5_000, { waitTimeoutMs: 150 }).catch((e) => e);
@@ -188,7 +188,7 @@ describe('acquire and tryAcquire', () => {
   });
 
   it('stops waiting when its AbortSignal fires while it sleeps for a release, or while in the local line', async () => {
-    const otherProcess = new Redlock(clients, FRESH_FLEET);
+    const otherProcess = new Redlock(clients, { ...FRESH_FLEET, ...PATIENT });
     // Identified before its first round, so its takes all go out at once, as a long-lived engine's do.
     await otherProcess.verifyMasters();
     // Held for a minute: a waiter deaf to its signal would sleep past the test's timeout.
@@ -222,7 +222,7 @@ describe('acquire and tryAcquire', () => {
   });
 
   it('uses the configured key prefix', async () => {
-    const prefixed = new Redlock(clients, { ...FRESH_FLEET, keyPrefix: 'app:locks:' });
+    const prefixed = new Redlock(clients, { ...FRESH_FLEET, ...PATIENT, keyPrefix: 'app:locks:' });
     // Identified before its first round, so its takes all go out at once, as a long-lived engine's do.
     await prefixed.verifyMasters();
     const lock = await prefixed.acquire('order:1', 5_000);
@@ -300,7 +300,7 @@ describe('using', () => {
   });
 
   it('releaseAll fires the signals of running work and releases their locks', async () => {
-    const engine = new Redlock(clients, FRESH_FLEET);
+    const engine = new Redlock(clients, { ...FRESH_FLEET, ...PATIENT });
     const forgotten = await engine.acquire('lost-and-forgotten', 1_000);
     await takeOver('redlock:lost-and-forgotten', 'thief');
     await expect(forgotten.extend()).rejects.toBeInstanceOf(LockLostError);
