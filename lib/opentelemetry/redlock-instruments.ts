@@ -25,6 +25,7 @@ import {
 } from './telemetry.constants.js';
 
 const INTERNAL_SPAN: SpanOptions = Object.freeze({ kind: SpanKind.INTERNAL });
+const NO_ATTRIBUTES: Attributes = Object.freeze({});
 
 /**
  * The meter's instruments, the tracer, and the attribute sets they are given. Attribute sets
@@ -94,6 +95,11 @@ export class RedlockInstruments {
 
   spanOptions(resources: readonly string[] | undefined): SpanOptions {
     return resources ? { kind: SpanKind.INTERNAL, attributes: { [ATTR_REDLOCK_RESOURCES]: [...resources] } } : INTERNAL_SPAN;
+  }
+
+  /** No attributes, or only the resource names when they are reported. */
+  resourceSet(resources: readonly string[] | undefined): Attributes {
+    return resources ? { [ATTR_REDLOCK_RESOURCES]: [...resources] } : NO_ATTRIBUTES;
   }
 
   /** `{ redlock.outcome }`, with the resource names when reported. */

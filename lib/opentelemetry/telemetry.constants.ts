@@ -10,7 +10,7 @@ export const INSTRUMENTATION_SCOPE = 'nestjs-redlock';
 export const METRIC_ACQUIRE_DURATION = 'redlock.acquire.duration';
 /** Histogram, s: the part of an acquire call spent waiting (held elsewhere, restart quarantine); only calls that waited; `redlock.outcome`. */
 export const METRIC_WAIT_DURATION = 'redlock.wait.duration';
-/** Histogram, s: how long a lock was held, from acquired to released or lost; `redlock.outcome` = released | lost. */
+/** Histogram, s: how long a lock was held, from acquired to released or lost (no outcome: `redlock.lost_locks` counts the lost). */
 export const METRIC_LOCK_DURATION = 'redlock.lock.duration';
 /** UpDownCounter (observed at collection), {lock}: locks this process holds now. */
 export const METRIC_LOCK_COUNT = 'redlock.lock.count';
@@ -25,7 +25,7 @@ export const METRIC_MASTER_ERRORS = 'redlock.master.errors';
 /** Histogram, s: one `@WithLock` call, lock and method together; `code.function.name`, `redlock.outcome`. */
 export const METRIC_CALL_DURATION = 'redlock.call.duration';
 
-/** What ended the operation: an AcquireOutcome, ExtensionOutcome or CallOutcome, or released | lost for a lock. */
+/** What ended the operation: an AcquireOutcome, ExtensionOutcome or CallOutcome. */
 export const ATTR_REDLOCK_OUTCOME = 'redlock.outcome';
 /** Why a lock was lost: refused | expired | extension_limit | error. */
 export const ATTR_REDLOCK_LOST_REASON = 'redlock.lost.reason';
