@@ -80,8 +80,10 @@ describe('SentinelGroup', () => {
       expect(group.replicaIndexes()).toEqual([old]);
       await group.direct(group.masterIndex).set('after', '1');
       // Polled: under double load a WAIT of 5 s right after the restart once counted no replica,
-      // and once the write did not reach the replica in 20 s, its link up both times (cause not
-      // found). Should it happen again, the failure says what each server and the Sentinel saw.
+      // and once the write did not reach the replica in 20 s, its link up both times: a replica
+      // that acknowledged nothing (offset -1). restartAsReplica now waits for the replica's first
+      // acknowledgement and starts it again if none comes; should the write still not arrive, the
+      // failure says what each server and the Sentinel saw.
       await expect
         .poll(() => group.direct(old).get('after'), { timeout: 20_000 })
         .toBe('1')
