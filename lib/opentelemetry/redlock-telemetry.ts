@@ -109,9 +109,9 @@ export class RedlockTelemetry implements RedlockInstrumentation {
   }
 
   /**
-   * The engine reports each held lock's end once. The held time has no outcome attribute: every
-   * attribute set costs the SDK a sort and a JSON encoding per measurement, on each release, and
-   * lost locks are counted, with their reason, by `redlock.lost_locks`.
+   * The engine reports each held lock's end once. The held time has no outcome attribute: the SDK
+   * sorts and JSON-encodes a non-empty attribute set on every measurement, here on every release,
+   * and lost locks are counted, with their reason, by `redlock.lost_locks`.
    */
   #ended(lock: Lock, heldMs: number): void {
     const instruments = this.#use();

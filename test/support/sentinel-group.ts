@@ -224,7 +224,7 @@ export class SentinelGroup {
 
   /**
    * Starts a stopped server again, empty, as a replica of the current master, and resolves once
-   * it replicates and the Sentinels could promote it.
+   * it has acknowledged the master's stream and the Sentinels could promote it.
    */
   async restartAsReplica(index: number): Promise<void> {
     if (index === this.#master) throw new Error(`server ${index} is the master`);
