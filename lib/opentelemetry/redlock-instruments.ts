@@ -94,7 +94,7 @@ export class RedlockInstruments {
   }
 
   spanOptions(resources: readonly string[] | undefined): SpanOptions {
-    return resources ? { kind: SpanKind.INTERNAL, attributes: { [ATTR_REDLOCK_RESOURCES]: [...resources] } } : INTERNAL_SPAN;
+    return resources ? { kind: SpanKind.INTERNAL, attributes: this.resourceSet(resources) } : INTERNAL_SPAN;
   }
 
   /** No attributes, or only the resource names when they are reported. */
@@ -104,12 +104,12 @@ export class RedlockInstruments {
 
   /** `{ redlock.outcome }`, with the resource names when reported. */
   outcome(outcome: string, resources: readonly string[] | undefined): Attributes {
-    if (resources) return { [ATTR_REDLOCK_OUTCOME]: outcome, [ATTR_REDLOCK_RESOURCES]: [...resources] };
+    if (resources) return { [ATTR_REDLOCK_OUTCOME]: outcome, ...this.resourceSet(resources) };
     return this.#outcomes.get(outcome) ?? remember(this.#outcomes, outcome, { [ATTR_REDLOCK_OUTCOME]: outcome });
   }
 
   lostReason(reason: string, resources: readonly string[] | undefined): Attributes {
-    if (resources) return { [ATTR_REDLOCK_LOST_REASON]: reason, [ATTR_REDLOCK_RESOURCES]: [...resources] };
+    if (resources) return { [ATTR_REDLOCK_LOST_REASON]: reason, ...this.resourceSet(resources) };
     return this.#reasons.get(reason) ?? remember(this.#reasons, reason, { [ATTR_REDLOCK_LOST_REASON]: reason });
   }
 
