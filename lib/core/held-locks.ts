@@ -41,6 +41,11 @@ function holdingOf(lock: Lock): Holding | undefined {
   return holding instanceof Holding ? holding : undefined;
 }
 
+/** When an instrumented engine registered the lock as held (monotonic ms): the end of its acquire call. */
+export function heldSince(lock: Lock): number | undefined {
+  return holdingOf(lock)?.heldSince;
+}
+
 /**
  * The locks an engine holds, how each was had, and the instrumentation's view of them: each lock
  * reported held is reported ended exactly once, released or lost. Locks that expire without a

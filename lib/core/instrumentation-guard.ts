@@ -1,3 +1,4 @@
+import { monotonicNow } from './clock.js';
 import {
   AcquireAbortedError,
   ExtensionLimitError,
@@ -40,11 +41,12 @@ export class InstrumentationGuard {
     this.#logger = logger;
   }
 
-  acquireStarted(resources: readonly string[], ttlMs: number): GuardedAcquire | undefined {
+  /** `startedAt`: the call's start on the monotonic clock, which the caller has just read. */
+  acquireStarted(resources: readonly string[], ttlMs: number, startedAt: number): GuardedAcquire | undefined {
     if (!this.#hooks.acquireStarted) return undefined;
     try {
       const observer = this.#hooks.acquireStarted(resources, ttlMs);
-      return observer ? new GuardedAcquire(observer, this) : undefined;
+      return observer ? new GuardedAcquire(observer, this, startedAt) : undefined;
     } catch (error) {
       this.failed('acquireStarted', error);
       return undefined;
@@ -116,15 +118,20 @@ export class InstrumentationGuard {
   }
 }
 
-/** One acquire call's observer, guarded like the hooks; `waiting` reaches it once at most. */
+/**
+ * One acquire call's observer, guarded like the hooks; `waiting` reaches it once at most. It keeps
+ * the call's times, so that observers are told durations and need no clock reads of their own.
+ */
 export class GuardedAcquire {
   readonly #observer: AcquireObserver;
   readonly #guard: InstrumentationGuard;
-  #waiting = false;
+  readonly #startedAt: number;
+  #waitingSince = -1;
 
-  constructor(observer: AcquireObserver, guard: InstrumentationGuard) {
+  constructor(observer: AcquireObserver, guard: InstrumentationGuard, startedAt: number) {
     this.#observer = observer;
     this.#guard = guard;
+    this.#startedAt = startedAt;
   }
 
   round(granted: number): void {
@@ -144,8 +151,8 @@ export class GuardedAcquire {
   }
 
   waiting(): void {
-    if (this.#waiting) return;
-    this.#waiting = true;
+    if (this.#waitingSince >= 0) return;
+    this.#waitingSince = monotonicNow();
     try {
       this.#observer.waiting?.();
     } catch (error) {
@@ -153,9 +160,11 @@ export class GuardedAcquire {
     }
   }
 
-  ended(outcome: AcquireOutcome, error?: unknown): void {
+  /** `endedAt`: when it ended on the monotonic clock, if the caller has just read it (a lock's grant). */
+  ended(outcome: AcquireOutcome, error?: unknown, endedAt = monotonicNow()): void {
+    const waitingSince = this.#waitingSince;
     try {
-      this.#observer.ended?.(outcome, error);
+      this.#observer.ended?.(outcome, error, endedAt - this.#startedAt, waitingSince >= 0 ? endedAt - waitingSince : undefined);
     } catch (thrown) {
       this.#guard.failed('AcquireObserver.ended', thrown);
     }

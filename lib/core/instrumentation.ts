@@ -54,7 +54,12 @@ export interface AcquireObserver {
   handedOff?(granted: number): void;
   /** The call had to wait (held elsewhere, or masters in restart quarantine); its waiting lasts until `ended`. Called at most once. */
   waiting?(): void;
-  ended?(outcome: AcquireOutcome, error: unknown): void;
+  /**
+   * The call ended: `durationMs` from the call to its lock or error, `waitedMs` from `waiting` to
+   * then (undefined if it never waited). The engine measures both on the monotonic clock it reads
+   * anyway, so an observer needs no clock of its own on the lock's hot path.
+   */
+  ended?(outcome: AcquireOutcome, error: unknown, durationMs: number, waitedMs: number | undefined): void;
 }
 
 /** Follows one `@WithLock` call, from `callStarted` to `ended` (called exactly once). */

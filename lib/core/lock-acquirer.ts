@@ -2,6 +2,7 @@ import { monotonicNow } from './clock.js';
 import { AcquireAbortedError, LockHeldError, QuorumUnreachableError } from './errors.js';
 import type { ExclusiveHolds } from './exclusive-holds.js';
 import { HandOffGrants } from './hand-off-grants.js';
+import { heldSince } from './held-locks.js';
 import type { GuardedAcquire, InstrumentationGuard } from './instrumentation-guard.js';
 import type { KeyNames } from './key-names.js';
 import { kindOf } from './lock-kind.js';
@@ -72,10 +73,11 @@ export class LockAcquirer {
     const fencing = options.fencing ?? engineOptions.fencing;
     const keys: string[] = []; // packed, see runRound
     for (const resource of list) keys.push(this.#parts.names.lock(resource));
-    const giveUpAt = monotonicNow() + wait.waitTimeoutMs;
+    const startedAt = monotonicNow();
+    const giveUpAt = startedAt + wait.waitTimeoutMs;
     const line = lineOf(keys);
     // Before the first await, so in the caller's async context: a tracer's span gets the caller's as parent.
-    const observer = this.#parts.instrumentation?.acquireStarted(list, ttlMs);
+    const observer = this.#parts.instrumentation?.acquireStarted(list, ttlMs, startedAt);
 
     // A caller that will not wait (tryAcquire, retryCount 0) does not wait in line either.
     const waits = queues && wait.retryCount > 0;
@@ -218,6 +220,6 @@ function abortReason(waiter: Waiter, signal: AbortSignal | undefined): unknown {
 
 /** An acquire call that got its lock: the observer hears of it, the caller gets it. */
 function acquired(observer: GuardedAcquire | undefined, lock: Lock): Lock {
-  observer?.ended('acquired');
+  observer?.ended('acquired', undefined, heldSince(lock));
   return lock;
 }

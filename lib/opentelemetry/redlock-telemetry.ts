@@ -1,4 +1,4 @@
-import { metrics, trace, type MeterProvider, type TracerProvider } from '@opentelemetry/api';
+import { context, metrics, trace, type MeterProvider, type TracerProvider } from '@opentelemetry/api';
 import { InvalidArgumentError } from '../core/errors.js';
 import type {
   ExtensionOutcome,
@@ -10,6 +10,7 @@ import type {
 } from '../core/instrumentation.js';
 import type { Lock } from '../core/lock.js';
 import { RedlockInstruments } from './redlock-instruments.js';
+import { SPAN_ACQUIRE } from './telemetry.constants.js';
 import { seconds } from './telemetry-values.js';
 import { TracedAcquire } from './traced-acquire.js';
 import { TracedCall } from './traced-call.js';
@@ -54,6 +55,8 @@ export class RedlockTelemetry implements RedlockInstrumentation {
   readonly #resourceAttributes: boolean;
   readonly #requireParentSpan: boolean;
   #instruments: RedlockInstruments | undefined;
+  /** The observer of every acquire without a span or resource names: it keeps nothing of its own. */
+  #untraced: TracedAcquire | undefined;
 
   constructor(options: RedlockTelemetryOptions = {}) {
     if (options === null || typeof options !== 'object') {
@@ -76,7 +79,14 @@ export class RedlockTelemetry implements RedlockInstrumentation {
   }
 
   acquireStarted(resources: readonly string[]): TracedAcquire {
-    return new TracedAcquire(this.#use(), resources, this.#requireParentSpan);
+    const instruments = this.#use();
+    const reported = instruments.resources(resources);
+    const span =
+      !this.#requireParentSpan || trace.getSpan(context.active())
+        ? instruments.tracer.startSpan(SPAN_ACQUIRE, instruments.spanOptions(reported))
+        : undefined;
+    if (!span && !reported) return (this.#untraced ??= new TracedAcquire(instruments, undefined, undefined));
+    return new TracedAcquire(instruments, reported, span);
   }
 
   lockHeld(lock: Lock): void {

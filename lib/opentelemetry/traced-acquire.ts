@@ -1,4 +1,4 @@
-import { context, SpanStatusCode, trace, type Span } from '@opentelemetry/api';
+import { SpanStatusCode, type Span } from '@opentelemetry/api';
 import type { AcquireObserver, AcquireOutcome } from '../core/instrumentation.js';
 import type { RedlockInstruments } from './redlock-instruments.js';
 import { errorType, seconds } from './telemetry-values.js';
@@ -7,7 +7,6 @@ import {
   ATTR_REDLOCK_ACQUIRE_GRANTED,
   ATTR_REDLOCK_ACQUIRE_ROUNDS,
   ATTR_REDLOCK_OUTCOME,
-  SPAN_ACQUIRE,
 } from './telemetry.constants.js';
 
 /**
@@ -17,47 +16,44 @@ import {
 const FAILED: ReadonlySet<AcquireOutcome> = new Set(['timed_out', 'unreachable', 'error']);
 
 /**
- * One acquire call: its span (started in the caller's context, so a child of the caller's
- * active span; none without one when a parent is required), its duration, and its waiting.
+ * One acquire call's metrics and, when it has one, its span (started by RedlockTelemetry in the
+ * caller's context, so a child of the caller's active span). Without a span or resource names
+ * there is nothing of the call's own to keep: one instance then serves every call (the engine
+ * passes the durations), and no object is made per acquire.
  */
 export class TracedAcquire implements AcquireObserver {
   readonly #instruments: RedlockInstruments;
-  readonly #span: Span | undefined;
   readonly #resources: readonly string[] | undefined;
-  readonly #start = performance.now();
+  readonly #span: Span | undefined;
   #rounds = 0;
   #granted = 0;
-  #waitingSince = -1;
 
-  constructor(instruments: RedlockInstruments, resources: readonly string[], requireParentSpan: boolean) {
+  constructor(instruments: RedlockInstruments, resources: readonly string[] | undefined, span: Span | undefined) {
     this.#instruments = instruments;
-    this.#resources = instruments.resources(resources);
-    if (!requireParentSpan || trace.getSpan(context.active())) {
-      this.#span = instruments.tracer.startSpan(SPAN_ACQUIRE, instruments.spanOptions(this.#resources));
-    }
+    this.#resources = resources;
+    this.#span = span;
   }
 
   round(granted: number): void {
+    if (!this.#span) return;
     this.#rounds++;
     this.#granted = granted;
   }
 
   handedOff(granted: number): void {
-    this.#granted = granted;
+    if (this.#span) this.#granted = granted;
   }
 
   waiting(): void {
-    this.#waitingSince = performance.now();
     this.#instruments.waiters.add(1, this.#resources);
   }
 
-  ended(outcome: AcquireOutcome, error: unknown): void {
-    const end = performance.now();
+  ended(outcome: AcquireOutcome, error: unknown, durationMs: number, waitedMs: number | undefined): void {
     const instruments = this.#instruments;
     const attributes = instruments.outcome(outcome, this.#resources);
-    instruments.acquireDuration.record(seconds(end - this.#start), attributes);
-    if (this.#waitingSince >= 0) {
-      instruments.waitDuration.record(seconds(end - this.#waitingSince), attributes);
+    instruments.acquireDuration.record(seconds(durationMs), attributes);
+    if (waitedMs !== undefined) {
+      instruments.waitDuration.record(seconds(waitedMs), attributes);
       instruments.waiters.add(-1, this.#resources);
     }
     const span = this.#span;

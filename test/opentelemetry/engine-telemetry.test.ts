@@ -279,6 +279,18 @@ describe('RedlockTelemetry on the engine', () => {
     await (await traced.acquire('alone', 10_000)).release();
     expect(otel.spans()).toEqual([]);
     expect(total(await otel.metric(METRIC_ACQUIRE_DURATION), { 'redlock.outcome': 'acquired' })).toBe(1);
+    // Contention without a span: one observer serves every such call, and waits still count.
+    const holder = await (await otherEngine()).acquire('alone:contended', 10_000);
+    const waiting = traced.acquire('alone:contended', 10_000, { waitTimeoutMs: 20_000 });
+    await expect.poll(async () => total(await otel.metric(METRIC_WAITER_COUNT)), { timeout: 5_000 }).toBe(1);
+    await holder.release();
+    await (await waiting).release();
+    expect(total(await otel.metric(METRIC_WAITER_COUNT))).toBe(0);
+    expect(total(await otel.metric(METRIC_ACQUIRE_DURATION), { 'redlock.outcome': 'acquired' })).toBe(2);
+    const [waited] = points(await otel.metric(METRIC_WAIT_DURATION), { 'redlock.outcome': 'acquired' });
+    expect((waited!.value as { count: number; sum: number }).count).toBe(1);
+    expect((waited!.value as { sum: number }).sum).toBeGreaterThan(0);
+    expect(otel.spans()).toEqual([]);
     const tracer = otel.tracerProvider.getTracer('test');
     await tracer.startActiveSpan('caller', async (caller) => {
       // Through using(): the span still starts in the caller's context, before anything is sent.
@@ -323,6 +335,39 @@ describe('the instrumentation option', () => {
     expect(() => new RedlockTelemetry({ resourceAttributes: 'yes' as never })).toThrow(/invalid resourceAttributes/);
     expect(() => new RedlockTelemetry({ meterProvider: {} as never })).toThrow(/invalid meterProvider/);
     expect(() => new RedlockTelemetry({ requireParentSpan: 1 as never })).toThrow(/invalid requireParentSpan/);
+  });
+
+  it("tells an acquire observer the call's duration and its wait, as the engine measured them", async () => {
+    const ended: { outcome: string; durationMs: number; waitedMs: number | undefined }[] = [];
+    let sawWaiting!: () => void;
+    const waits = new Promise<void>((resolve) => (sawWaiting = resolve));
+    const clients = await connectMasters(fleet.urls());
+    opened.push(...clients);
+    const redlock = new Redlock(clients, {
+      ...FRESH_FLEET,
+      instrumentation: {
+        acquireStarted: () => ({
+          waiting: () => sawWaiting(),
+          ended: (outcome, _error, durationMs, waitedMs) => void ended.push({ outcome, durationMs, waitedMs }),
+        }),
+      },
+    });
+    await redlock.verifyMasters();
+    await (await redlock.acquire('timed', 10_000)).release();
+    const holder = await (await otherEngine()).acquire('timed', 10_000);
+    expect(await redlock.tryAcquire('timed', 10_000)).toBeNull();
+    const waiting = redlock.acquire('timed', 10_000, { waitTimeoutMs: 20_000 });
+    await waits;
+    await holder.release();
+    await (await waiting).release();
+
+    expect(ended.map((call) => call.outcome)).toEqual(['acquired', 'held', 'acquired']);
+    const [alone, refused, waited] = ended;
+    for (const call of ended) expect(call.durationMs).toBeGreaterThan(0);
+    expect(alone!.waitedMs).toBeUndefined();
+    expect(refused!.waitedMs).toBeUndefined();
+    expect(waited!.waitedMs).toBeGreaterThan(0);
+    expect(waited!.waitedMs).toBeLessThanOrEqual(waited!.durationMs);
   });
 
   it('survives a hook that throws: locks work, the failure is logged once', async () => {
