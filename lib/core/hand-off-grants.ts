@@ -1,7 +1,7 @@
 import { monotonicNow, validityMs } from './clock.js';
+import { CONFIRM_SCRIPT, confirmedPttl } from './lua-scripts.js';
 import type { RoundResult } from './quorum-round.js';
 import type { RedisNode } from './redis-node.js';
-import type { HandOffMessage } from './release-wakeups.js';
 import { newToken } from './token.js';
 
 /** A lock granted by hand-off: its token, its validity deadline (monotonic ms), and the round that queued it. */
@@ -17,8 +17,11 @@ export interface HandOffGrant {
 /**
  * One waiter's grants by server-side hand-off (docs/GUARANTEES.md, "Server-side hand-off"): a
  * release that frees the key on a master where this waiter heads the queue sets the key to the
- * token the waiter's request left in its entry, and says so by message. The waiter holds the lock
- * once a majority granted it that way, with validity left.
+ * token the waiter's request left in its entry, and says so by message. The message is only a
+ * hint: any client that can read the queue and PUBLISH can forge one. The waiter then asks that
+ * master itself (CONFIRM_SCRIPT: does the key hold my token, and for how long?), and only that
+ * reply counts as the master's grant. It holds the lock once a majority granted it that way,
+ * with validity left.
  *
  * Every request k of the waiter carries its own token, `prefix` + k, and the entry it writes names
  * k (its anchor). The rules that keep the count honest:
@@ -29,47 +32,47 @@ export interface HandOffGrant {
  *   none in time gets the failed round's cleanup, which could delete a grant made before it
  *   lands. (A straggler's cleanup waits for its answer, and is not sent if that is a refusal: a
  *   grant from a master whose answer is still on its way counts once that answer is a refusal.)
- * - Only over the connection the request went out on: a master whose connection closed since
- *   may be another server (a restart), whose grant is no vote.
- * - Only from the server that master's connection identified (the grant names its run_id), and
- *   once per server: a server listed under two names, whose one message reaches both names'
- *   subscribers, grants once; and never from a server that the round's cleanup reaches under
- *   another name (see #cleanupMayReach).
- * - Validity: request k left at `sentAt`, so the entry it wrote was stamped after that, and the
- *   key lives `ttl` after the grant, `elapsed` after the stamp by the master's clock: it cannot
- *   expire before `sentAt + (elapsed + ttl) * (1 - drift)`, less the usual 2 ms (and 1 ms for the
- *   two stamps' millisecond rounding). The message's own delay only costs validity.
+ * - Only over the connection the request went out on, for the request and its confirmation: a
+ *   master whose connection closed since may be another server (a restart), whose grant is no vote.
+ * - Once per server, as that master's connection identified it: a server listed under two names
+ *   grants once; and never from a server that the round's cleanup reaches under another name
+ *   (see #cleanupMayReach).
+ * - Validity comes from this waiter's clock alone: the confirmation left at `sentAt` and the
+ *   master read the key's PTTL after that, so the key cannot expire before `sentAt + pttl`, less
+ *   the usual drift allowance. Nothing the message says counts towards it.
  */
 export class HandOffGrants {
   /** Every token of this waiter starts with it: random, so no other waiter's token can. */
   readonly prefix = `${newToken()}.`;
   #anchor = 0;
-  #sentAt = 0;
   /** The failed round of request #anchor, once decided. */
   #round: RoundResult | undefined;
   /** Per master, its connection when request #anchor went out. */
   #sentOn: number[] = [];
-  /** Grants for #anchor that arrived before its round was decided. */
-  #early: [number, HandOffMessage][] = [];
-  /** Per counted master, the deadline its grant allows. */
+  /** Masters whose message for #anchor arrived before its round was decided. */
+  #early: number[] = [];
+  /** Masters named for #anchor whose confirmation is out or done: one each, however many messages. */
+  readonly #asked = new Set<number>();
+  /** Per confirmed master, the deadline its grant allows. */
   readonly #deadlines = new Map<number, number>();
   /** The servers (run_id) counted. */
   readonly #servers = new Set<string>();
   #granted: HandOffGrant | undefined;
   #heard = false;
-  /** Told of a grant counted after the message that brought it (see `granted`). */
-  #onLate: ((held: boolean, master: number) => void) | undefined;
+  /** Told of each confirmation's verdict (see `granted`). */
+  #onConfirmed: ((held: boolean, master: number) => void) | undefined;
 
   constructor(
     private readonly nodes: readonly RedisNode[],
     private readonly quorum: number,
-    private readonly ttlMs: number,
+    /** The lock key: hand-off is for single-key locks. */
+    private readonly key: string,
     private readonly driftFactor: number,
   ) {}
 
-  /** `landed` hears of each grant `granted` answered 'later' for, once counted: whether the lock is held now. */
-  whenCounted(landed: (held: boolean, master: number) => void): void {
-    this.#onLate = landed;
+  /** `confirmed` hears of each grant `granted` answered 'later' for, once its master answered: whether the lock is held now. */
+  whenConfirmed(confirmed: (held: boolean, master: number) => void): void {
+    this.#onConfirmed = confirmed;
   }
 
   tokenFor(anchor: number): string {
@@ -79,10 +82,10 @@ export class HandOffGrants {
   /** Request `anchor` is about to be sent: grants anchored earlier stop counting. */
   sending(anchor: number): void {
     this.#anchor = anchor;
-    this.#sentAt = monotonicNow();
     this.#sentOn = this.nodes.map((node) => node.connection);
     this.#round = undefined;
     this.#early = [];
+    this.#asked.clear();
     this.#deadlines.clear();
     this.#servers.clear();
   }
@@ -92,43 +95,26 @@ export class HandOffGrants {
     this.#round = round;
     const early = this.#early;
     this.#early = [];
-    for (const [master, grant] of early) {
-      if (this.#count(master, grant) !== 'later') this.#onLate?.(this.#granted !== undefined, master);
-    }
+    for (const master of early) if (this.#confirm(master) === 'no') this.#onConfirmed?.(false, master);
   }
 
   /**
    * The master of index `master` says (by the message its subscriber received) that it granted
-   * request `grant.anchor` by hand-off, `grant.elapsed` ms (its clock) after that request wrote
-   * the entry: 'held' once the lock is, 'no' when it does not count or is not enough, 'later'
-   * when it can only be counted once the round is decided or that master's answer has landed
-   * (then `whenCounted` hears of it).
+   * request `anchor` by hand-off: 'held' if the lock already is, 'no' when that cannot count,
+   * 'later' when the master is asked to confirm (then `whenConfirmed` hears the verdict).
    */
-  granted(master: number, grant: HandOffMessage): 'held' | 'no' | 'later' {
+  granted(master: number, anchor: number): 'held' | 'no' | 'later' {
     this.#heard = true;
     if (this.#granted) return 'held';
-    if (grant.anchor !== this.#anchor) return 'no';
+    if (anchor !== this.#anchor) return 'no';
     if (!this.#round) {
-      this.#early.push([master, grant]);
+      if (!this.#early.includes(master)) this.#early.push(master);
       return 'later';
     }
-    return this.#count(master, grant);
+    return this.#confirm(master);
   }
 
-  #count(master: number, grant: HandOffMessage): 'held' | 'no' | 'later' {
-    const round = this.#round!;
-    if (round.outcomes[master]?.status !== 'pending') return this.#add(master, grant) ? 'held' : 'no';
-    const anchor = this.#anchor;
-    void round.requests[master]?.then(
-      () => {
-        if (anchor === this.#anchor && !this.#granted) this.#onLate?.(this.#add(master, grant), master);
-      },
-      () => {},
-    );
-    return 'later';
-  }
-
-  /** Some master granted this waiter a key: one it must hand on if it ends up not holding the lock with that key's token. */
+  /** Some master said it granted this waiter a key: one it must hand on if it ends up not holding the lock with that key's token. */
   get heard(): boolean {
     return this.#heard;
   }
@@ -136,6 +122,44 @@ export class HandOffGrants {
   /** The lock, once a majority granted it with validity left. */
   get lock(): HandOffGrant | undefined {
     return this.#granted;
+  }
+
+  #confirm(master: number): 'no' | 'later' {
+    if (this.#asked.has(master) || !this.#mayCount(master)) return 'no';
+    this.#asked.add(master);
+    const anchor = this.#anchor;
+    const current = () => anchor === this.#anchor && !this.#granted;
+    const ask = () => {
+      if (!current()) return;
+      const node = this.nodes[master]!;
+      const sentAt = monotonicNow();
+      node.run(CONFIRM_SCRIPT, [this.key], [this.tokenFor(anchor)]).then(
+        (reply) => {
+          if (current()) this.#onConfirmed?.(this.#add(master, confirmedPttl(reply), sentAt), master);
+        },
+        () => {
+          if (current()) this.#onConfirmed?.(false, master);
+        },
+      );
+    };
+    // A straggler: only its answer says whether it refused (and so gets no cleanup).
+    if (this.#round!.outcomes[master]?.status === 'pending') {
+      void this.#round!.requests[master]?.then(
+        () => (this.#mayCount(master) ? ask() : current() && this.#onConfirmed?.(false, master)),
+        () => current() && this.#onConfirmed?.(false, master),
+      );
+    } else {
+      ask();
+    }
+    return 'later';
+  }
+
+  /** Whether a grant by this master could count: it refused request #anchor, over the connection that is still open. */
+  #mayCount(master: number): boolean {
+    const node = this.nodes[master];
+    const status = this.#round!.outcomes[master]?.status;
+    if (!node || (status !== 'refused' && status !== 'pending')) return false;
+    return this.#sentOn[master] === node.connection && node.client.status === 'ready';
   }
 
   /**
@@ -149,15 +173,13 @@ export class HandOffGrants {
     return this.nodes.some((node, index) => outcomes[index]?.status !== 'refused' && (node.runId === undefined || node.runId === server));
   }
 
-  #add(master: number, grant: HandOffMessage): boolean {
-    const node = this.nodes[master];
-    const refused = this.#round!.outcomes[master]?.status === 'refused';
-    if (!node || !refused || this.#sentOn[master] !== node.connection || node.client.status !== 'ready') return false;
-    if (grant.server !== node.runId || this.#servers.has(grant.server) || this.#deadlines.has(master)) return false;
-    if (this.#cleanupMayReach(grant.server)) return false;
-    this.#servers.add(grant.server);
-    const spanMs = Math.max(0, grant.elapsed - 1) + this.ttlMs;
-    this.#deadlines.set(master, this.#sentAt + validityMs(spanMs, 0, this.driftFactor));
+  /** Master `master` confirmed (or not) that the key holds our token for `pttl` more, asked at `sentAt`. */
+  #add(master: number, pttl: number | undefined, sentAt: number): boolean {
+    if (pttl === undefined || this.#round!.outcomes[master]?.status !== 'refused' || !this.#mayCount(master)) return false;
+    const server = this.nodes[master]!.runId;
+    if (server === undefined || this.#servers.has(server) || this.#cleanupMayReach(server)) return false;
+    this.#servers.add(server);
+    this.#deadlines.set(master, sentAt + validityMs(pttl, 0, this.driftFactor));
     if (this.#deadlines.size < this.quorum) return false;
     // The best majority: the quorum-th latest deadline bounds the lock.
     const deadline = [...this.#deadlines.values()].sort((a, b) => b - a)[this.quorum - 1]!;

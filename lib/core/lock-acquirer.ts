@@ -90,7 +90,7 @@ export class LockAcquirer {
     // A release may grant a single-key exclusive lock to the head of the masters' queue (not a fenced one: its fence needs a round).
     const grants =
       waits && exclusive && !fencing && keys.length === 1 && this.#parts.handsOff
-        ? new HandOffGrants(this.#parts.nodes, this.#parts.quorum, ttlMs, engineOptions.driftFactor)
+        ? new HandOffGrants(this.#parts.nodes, this.#parts.quorum, keys[0]!, engineOptions.driftFactor)
         : undefined;
     const waiter = new Waiter(waits, this.#parts.wakeups, keys, wait, options.signal, this.#parts.quorum, grants);
     /** The lock the masters granted this waiter by hand-off, unless releaseAll made it give up. */

@@ -32,9 +32,10 @@ export function script(name: string, source: string): LuaScript {
  *   the queue, the key goes to the head. A head whose entry carries a grant (" =token ttl stamp
  *   anchor", written by enlist for a hand-off waiter) is granted the key at once: SET to its
  *   token with its ttl, its entry dropped, and its message says which of its requests wrote the
- *   entry (anchor), how long ago by this master's clock (now - stamp) and which server granted
- *   (its run_id), from which the waiter
- *   reckons the validity it may claim (docs/GUARANTEES.md, "Server-side hand-off"). Any other
+ *   entry (anchor); it also carries how long ago by this master's clock (now - stamp) and which
+ *   server granted (its run_id), which engines before 0.2 relied on. A message proves nothing
+ *   (anyone may PUBLISH): the waiter asks the master (CONFIRM_SCRIPT) and reckons its validity
+ *   from that answer (docs/GUARANTEES.md, "Server-side hand-off"). Any other
  *   head gets a reservation ("~" + its id, which no token can equal) for as long as its entry
  *   lives, at most `stay` ms: nobody else can slip in, not even a caller trying a plain SET NX,
  *   while the head comes to take it with a full round of its own. Else the key is deleted, and
@@ -343,6 +344,19 @@ return 1`,
 );
 
 /**
+ * A hand-off waiter asks a master that said (by message) it granted the key: does the key hold
+ * this token, and for how long more? The message is only a hint, since anyone who can read the
+ * queue and run PUBLISH can forge one; this reply, to the waiter's own request, is the grant.
+ * Returns the key's PTTL when it holds ARGV[1], else -3.
+ * KEYS: the lock key. ARGV: the token.
+ */
+export const CONFIRM_SCRIPT = script(
+  'confirm',
+  `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PTTL', KEYS[1]) end
+return -3`,
+);
+
+/**
  * A master answered with something the script cannot return: a misbehaving server or proxy.
  * That master's outcome in the round is an error; the reply is described, never echoed.
  */
@@ -378,6 +392,12 @@ export function interpretTake(reply: unknown): RoundReply {
   if (reply === TAKEN) return { granted: true };
   if (!isInteger(reply) || reply < -2) throw new UnexpectedReplyError('take', reply);
   return { granted: false, value: reply };
+}
+
+/** CONFIRM_SCRIPT replies: how long the key still lives with our token, or undefined when it does not hold it. */
+export function confirmedPttl(reply: unknown): number | undefined {
+  if (!isInteger(reply)) throw new UnexpectedReplyError('confirm', reply);
+  return reply > 0 ? reply : undefined;
 }
 
 /** EXTEND_SCRIPT and FENCE_SCRIPT replies: 1 or 0. */

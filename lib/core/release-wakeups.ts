@@ -12,20 +12,12 @@ const LINGER_MS = 1_000;
 const SUBSCRIBE_WAIT_MS = 100;
 
 /**
- * A grant by hand-off: which request of the waiter wrote the entry, how long before the grant by
- * the master's clock, and the run_id of the server that granted.
- */
-export interface HandOffMessage {
-  readonly anchor: number;
-  readonly elapsed: number;
-  readonly server: string;
-}
-
-/**
  * Called with the id of the waiter whose turn it is, or '' for anyone, which master (its index)
- * said so, and whether that master granted it the lock by hand-off.
+ * said so, and, when that master says it granted the waiter the lock by hand-off, which request
+ * of the waiter wrote the entry it granted (its anchor). Anyone who can PUBLISH can say any of
+ * this: it is a reason to look (a round, or asking the master), never a grant in itself.
  */
-type Listener = (nextWaiter: string, master: number, grant: HandOffMessage | undefined) => void;
+type Listener = (nextWaiter: string, master: number, grantAnchor: number | undefined) => void;
 
 /** Where the masters name this process's queue heads: "<waiter id>[/<anchor>/<elapsed>/<run_id>] <lock key>" (see handOn). */
 const PROCESS_CHANNEL = WAKE_CHANNEL_PREFIX + PROCESS_ID;
@@ -146,26 +138,33 @@ export class ReleaseWakeups {
     if (!subscriber) {
       const master = this.nodes.indexOf(node);
       subscriber = new Subscriber(node.client, (channel, message) => {
-        let key = channel;
-        let next = message;
-        let grant: HandOffMessage | undefined;
-        if (channel === PROCESS_CHANNEL) {
-          const space = message.indexOf(' ');
-          next = message.slice(0, space);
-          key = message.slice(space + 1);
-          const [id, anchor, elapsed, server] = next.split('/');
-          if (server !== undefined) {
-            next = id!;
-            grant = { anchor: Number(anchor), elapsed: Number(elapsed), server };
-          }
-        }
-        const set = this.#listeners.get(key);
-        if (set) for (const listener of [...set]) listener(next, master, grant);
+        const wake = readWake(channel, message);
+        const set = wake && this.#listeners.get(wake.key);
+        if (set) for (const listener of [...set]) listener(wake.next, master, wake.grantAnchor);
       });
       this.#subscribers.set(node, subscriber);
     }
     return subscriber;
   }
+}
+
+/**
+ * A message as the release scripts publish it (see handOn): on a key's channel, '' (anyone); on
+ * this process's channel, "<waiter id> <lock key>" or "<waiter id>/<anchor>/<elapsed>/<run_id> <lock
+ * key>" for a grant (of which only the anchor is read: the rest is the master's to prove, see
+ * HandOffGrants). Anything else is dropped.
+ */
+export function readWake(channel: string, message: string): { key: string; next: string; grantAnchor: number | undefined } | undefined {
+  if (channel !== PROCESS_CHANNEL) return { key: channel, next: message, grantAnchor: undefined };
+  const space = message.indexOf(' ');
+  if (space <= 0) return undefined;
+  const head = message.slice(0, space);
+  const key = message.slice(space + 1);
+  const [next, anchorText] = head.split('/', 2) as [string, string | undefined];
+  if (anchorText === undefined) return { key, next, grantAnchor: undefined };
+  const anchor = Number(anchorText);
+  if (anchorText === '' || !Number.isSafeInteger(anchor) || anchor < 0) return undefined;
+  return { key, next, grantAnchor: anchor };
 }
 
 class Subscriber {

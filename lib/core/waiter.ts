@@ -3,7 +3,7 @@ import { LockHeldError, QuorumUnreachableError, type RedlockError } from './erro
 import type { WaitOptions } from './redlock-options.js';
 import type { Lock } from './lock.js';
 import type { HandOffGrants, HandOffGrant } from './hand-off-grants.js';
-import type { HandOffMessage, ReleaseWakeups } from './release-wakeups.js';
+import type { ReleaseWakeups } from './release-wakeups.js';
 import { PROCESS_ID } from './token.js';
 
 let sequence = 0;
@@ -70,7 +70,7 @@ export class Waiter {
     // Wall-clock ticket: the only clock every process shares. Skew between clients only costs
     // fairness, never safety. Microsecond slots keep tickets of one process apart.
     this.ticket = Date.now() * 1000 + (sequence % 1000);
-    grants?.whenCounted((held, master) => (held ? this.#wakeUp() : this.#namedBy(master, true)));
+    grants?.whenConfirmed((held, master) => (held ? this.#wakeUp() : this.#namedBy(master, true)));
   }
 
   /**
@@ -136,7 +136,7 @@ export class Waiter {
   }
 
   #listen(): void {
-    const { stop, subscribed } = this.wakeups!.register(this.channels, (next, master, grant) => this.#named(next, master, grant));
+    const { stop, subscribed } = this.wakeups!.register(this.channels, (next, master, grantAnchor) => this.#named(next, master, grantAnchor));
     this.#stopListening = stop;
     this.#subscribe = subscribed;
   }
@@ -190,15 +190,15 @@ export class Waiter {
    * (about how far apart the masters' answers come): the others may have no queue entry of it,
    * or their message may be lost.
    */
-  #named(next: string, master: number, grant: HandOffMessage | undefined): void {
+  #named(next: string, master: number, grantAnchor: number | undefined): void {
     if (next !== '' && next !== this.id) return;
-    if (grant && this.grants) {
-      const verdict = this.grants.granted(master, grant);
+    if (grantAnchor !== undefined && this.grants) {
+      const verdict = this.grants.granted(master, grantAnchor);
       if (verdict === 'held') this.#wakeUp();
-      // 'later': counted once its round's answers allow, which names it (#namedBy) if that is not enough.
+      // 'later': the master is asked whether it granted; its answer names this waiter (#namedBy) if that is not enough.
       if (verdict !== 'no') return;
     }
-    this.#namedBy(master, grant !== undefined);
+    this.#namedBy(master, grantAnchor !== undefined);
   }
 
   #namedBy(master: number, granting: boolean): void {

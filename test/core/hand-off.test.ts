@@ -187,8 +187,7 @@ describe('hand-off scripts on one master', () => {
 describe('the grants a waiter counts', () => {
   const TTL = 10_000;
   const DRIFT = 0.01;
-  /** What master `master`'s subscriber would hear: a grant of request `anchor`, by the server its connection reaches. */
-  const grant = (nodes: readonly RedisNode[], master: number, anchor: number, elapsed: number) => ({ anchor, elapsed, server: nodes[master]!.runId! });
+  const KEY = 'redlock:counted';
   const identified = async (clients: readonly Redis[]): Promise<RedisNode[]> => {
     const nodes = clients.map((client) => new RedisNode(client));
     await Promise.all(nodes.map((node) => node.identify(() => {})));
@@ -200,24 +199,45 @@ describe('the grants a waiter counts', () => {
     refused: statuses.filter((s) => s === 'refused').length,
     requests: statuses.map(() => Promise.resolve()),
   });
+  /** Grants for KEY, with every master's confirmation verdict recorded as it comes. */
+  const counting = (nodes: readonly RedisNode[]) => {
+    const grants = new HandOffGrants(nodes, 2, KEY, DRIFT);
+    const verdicts: [boolean, number][] = [];
+    grants.whenConfirmed((held, master) => verdicts.push([held, master]));
+    /** What the waiter makes of master `master`'s message for request `anchor`, once that master was asked. */
+    const told = async (master: number, anchor: number): Promise<boolean | 'no' | 'held'> => {
+      const before = verdicts.length;
+      const verdict = grants.granted(master, anchor);
+      if (verdict !== 'later') return verdict;
+      await expect.poll(() => verdicts.length).toBeGreaterThan(before);
+      return verdicts[before]![0];
+    };
+    return { grants, verdicts, told };
+  };
+  /** What a release's hand-off leaves on a master: KEY holding the waiter's token of request `anchor`. */
+  const handedOff = (clients: readonly Redis[], grants: HandOffGrants, anchor: number) =>
+    Promise.all(clients.map((client) => client.set(KEY, grants.tokenFor(anchor), 'PX', TTL)));
 
-  it('validity counts from the request that wrote the entry, plus how long before the grant the master says that was', async () => {
+  it("validity comes from the waiter's own clock and the master's PTTL; the message only names the request", async () => {
     const clients = await connectMasters(fleet.urls());
     opened.push(...clients);
     const nodes = await identified(clients);
-    const grants = new HandOffGrants(nodes, 2, TTL, DRIFT);
+    const { grants, verdicts, told } = counting(nodes);
     const clock = vi.spyOn(performance, 'now').mockReturnValue(1_000);
     try {
       grants.sending(3);
+      await handedOff(clients, grants, 3);
+      // Early: before its round was decided; asked once it is, as master 0 refused.
+      expect(grants.granted(0, 3)).toBe('later');
       clock.mockReturnValue(2_000);
-      // Early: before its round was decided; counted once it is, as master 0 refused.
-      expect(grants.granted(0, grant(nodes, 0, 3, 900))).toBe('later');
       grants.failed(round(['refused', 'refused', 'refused']));
-      // Another request's grant never counts.
-      expect(grants.granted(1, grant(nodes, 1, 2, 100))).toBe('no');
-      expect(grants.granted(1, grant(nodes, 1, 3, 400))).toBe('held');
-      // The later of the quorum's two deadlines is not the bound: the earlier one is.
-      expect(grants.lock!.deadline).toBe(1_000 + validityMs(399 + TTL, 0, DRIFT));
+      await expect.poll(() => verdicts).toEqual([[false, 0]]);
+      // Another request's grant never counts, and is not even asked about.
+      expect(await told(1, 2)).toBe('no');
+      expect(await told(1, 3)).toBe(true);
+      // Both confirmations left at 2 000 and found at most TTL left: neither can claim more.
+      expect(grants.lock!.deadline).toBeLessThanOrEqual(2_000 + validityMs(TTL, 0, DRIFT));
+      expect(grants.lock!.deadline).toBeGreaterThan(2_000);
       expect(grants.lock!.token).toBe(`${grants.prefix}3`);
       expect([...grants.lock!.masters].sort()).toEqual([0, 1]);
     } finally {
@@ -225,30 +245,46 @@ describe('the grants a waiter counts', () => {
     }
   });
 
-  it('once per server, and only from the server the master\'s connection reaches', async () => {
+  it('a message for a key the master did not set to our token counts for nothing (a forged wake-up)', async () => {
+    const clients = await connectMasters(fleet.urls());
+    opened.push(...clients);
+    const nodes = await identified(clients);
+    const { grants, told } = counting(nodes);
+    grants.sending(1);
+    grants.failed(round(['refused', 'refused', 'refused']));
+    // Another holder's token on every master: every message is a lie.
+    await Promise.all(clients.map((client) => client.set(KEY, 'the-holder', 'PX', TTL)));
+    for (const master of [0, 1, 2]) expect(await told(master, 1)).toBe(false);
+    // A master asked once per request, however often it is named.
+    expect(await told(0, 1)).toBe('no');
+    expect(grants.lock).toBeUndefined();
+    expect(grants.heard).toBe(true);
+  });
+
+  it('once per server, as the connection identified it', async () => {
     // Two names for master 0's server (as a proxy would give), and master 1.
     const clients = await connectMasters([fleet.urls()[0]!, fleet.urls()[0]!, fleet.urls()[1]!]);
     opened.push(...clients);
     const nodes = await identified(clients);
     expect(nodes[1]!.runId).toBe(nodes[0]!.runId);
-    const grants = new HandOffGrants(nodes, 2, TTL, DRIFT);
+    const { grants, told } = counting(nodes);
     grants.sending(1);
+    await handedOff(clients, grants, 1);
     grants.failed(round(['refused', 'refused', 'refused']));
-    expect(grants.granted(0, grant(nodes, 0, 1, 0))).toBe('no');
+    expect(await told(0, 1)).toBe(false);
     // The same release, heard by the second name's subscriber.
-    expect(grants.granted(1, grant(nodes, 1, 1, 0))).toBe('no');
-    // A message naming another server than the one master 2's connection reaches.
-    expect(grants.granted(2, { ...grant(nodes, 2, 1, 0), server: nodes[0]!.runId! })).toBe('no');
-    expect(grants.granted(2, grant(nodes, 2, 1, 0))).toBe('held');
+    expect(await told(1, 1)).toBe(false);
+    expect(await told(2, 1)).toBe(true);
 
     // The second name failed instead of refusing: the round's cleanup goes there, to the same
     // server, and could delete the grant. That server's grant does not count.
-    const cleaned = new HandOffGrants(nodes, 2, TTL, DRIFT);
-    cleaned.sending(1);
-    cleaned.failed(round(['refused', 'timeout', 'refused']));
-    expect(cleaned.granted(0, grant(nodes, 0, 1, 0))).toBe('no');
-    expect(cleaned.granted(2, grant(nodes, 2, 1, 0))).toBe('no');
-    expect(cleaned.lock).toBeUndefined();
+    const cleaned = counting(nodes);
+    cleaned.grants.sending(1);
+    await handedOff(clients, cleaned.grants, 1);
+    cleaned.grants.failed(round(['refused', 'timeout', 'refused']));
+    expect(await cleaned.told(0, 1)).toBe(false);
+    expect(await cleaned.told(2, 1)).toBe(false);
+    expect(cleaned.grants.lock).toBeUndefined();
   });
 
   it('only from masters that refused that request, over the connection that carried the refusal', async () => {
@@ -256,24 +292,26 @@ describe('the grants a waiter counts', () => {
     opened.push(...clients);
     const nodes = await identified(clients);
     // The control first, on connections that have not moved: masters 0 and 2 refused, and their grants make a lock.
-    const control = new HandOffGrants(nodes, 2, TTL, DRIFT);
-    control.sending(1);
-    control.failed(round(['refused', 'timeout', 'refused']));
-    expect(control.granted(0, grant(nodes, 0, 1, 0))).toBe('no');
-    expect(control.granted(2, grant(nodes, 2, 1, 0))).toBe('held');
+    const control = counting(nodes);
+    control.grants.sending(1);
+    await handedOff(clients, control.grants, 1);
+    control.grants.failed(round(['refused', 'timeout', 'refused']));
+    expect(await control.told(0, 1)).toBe(false);
+    expect(await control.told(2, 1)).toBe(true);
 
-    const grants = new HandOffGrants(nodes, 2, TTL, DRIFT);
+    const { grants, told } = counting(nodes);
     grants.sending(1);
+    await handedOff(clients, grants, 1);
     grants.failed(round(['refused', 'timeout', 'refused']));
     // Master 1 did not refuse: a cleanup may still delete what it granted.
-    expect(grants.granted(1, grant(nodes, 1, 1, 0))).toBe('no');
+    expect(await told(1, 1)).toBe('no');
     // Master 2's connection closes and comes back: whoever answers there now may be another server.
     const before = nodes[2]!.connection;
     clients[2]!.disconnect(true);
     await expect.poll(() => nodes[2]!.connection).not.toBe(before);
     await untilReady(clients[2]!);
-    expect(grants.granted(2, grant(nodes, 2, 1, 0))).toBe('no');
-    expect(grants.granted(0, grant(nodes, 0, 1, 0))).toBe('no');
+    expect(await told(2, 1)).toBe('no');
+    expect(await told(0, 1)).toBe(false);
     expect(grants.lock).toBeUndefined();
   });
 
@@ -282,21 +320,20 @@ describe('the grants a waiter counts', () => {
     opened.push(...clients);
     const nodes = await identified(clients);
     for (const [late, held] of [['refused', true], ['granted', false]] as const) {
-      const grants = new HandOffGrants(nodes, 2, TTL, DRIFT);
-      const heard: [boolean, number][] = [];
-      grants.whenCounted((isHeld, master) => heard.push([isHeld, master]));
+      const { grants, verdicts, told } = counting(nodes);
       grants.sending(1);
+      await handedOff(clients, grants, 1);
       let answer!: () => void;
       const decided = round(['refused', 'refused', 'refused']);
       decided.outcomes[2]!.status = 'pending';
       (decided.requests as Promise<unknown>[])[2] = new Promise<void>((resolve) => (answer = resolve));
       grants.failed(decided);
-      expect(grants.granted(2, grant(nodes, 2, 1, 0))).toBe('later');
-      expect(grants.granted(1, grant(nodes, 1, 1, 0))).toBe('no');
+      expect(grants.granted(2, 1)).toBe('later');
+      expect(await told(1, 1)).toBe(false);
       decided.outcomes[2]!.status = late;
       answer();
-      await expect.poll(() => heard.length).toBe(1);
-      expect(heard).toEqual([[held, 2]]);
+      await expect.poll(() => verdicts.length).toBe(2);
+      expect(verdicts[1]).toEqual([held, 2]);
       expect(grants.lock !== undefined).toBe(held);
     }
   });
