@@ -4,6 +4,14 @@ import type { RoundResult } from './quorum-round.js';
 import type { RedisNode } from './redis-node.js';
 import { newToken } from './token.js';
 
+/**
+ * What asking a master about its message found: 'held', the lock is (a majority confirmed);
+ * 'counted', this master's grant counts but more are needed; 'refuted', the key does not hold the
+ * waiter's token (a forged or stale message: not even a reason to wake); 'not counted', the master
+ * may have granted, but it cannot count (the rules below) or could not be asked.
+ */
+export type Confirmation = 'held' | 'counted' | 'refuted' | 'not counted';
+
 /** A lock granted by hand-off: its token, its validity deadline (monotonic ms), and the round that queued it. */
 export interface HandOffGrant {
   readonly token: string;
@@ -51,16 +59,16 @@ export class HandOffGrants {
   #sentOn: number[] = [];
   /** Masters whose message for #anchor arrived before its round was decided. */
   #early: number[] = [];
-  /** Masters named for #anchor whose confirmation is out or done: one each, however many messages. */
-  readonly #asked = new Set<number>();
+  /** Masters asked about #anchor whose answer is still out: one question at a time, however many messages. */
+  readonly #asking = new Set<number>();
   /** Per confirmed master, the deadline its grant allows. */
   readonly #deadlines = new Map<number, number>();
   /** The servers (run_id) counted. */
   readonly #servers = new Set<string>();
   #granted: HandOffGrant | undefined;
   #heard = false;
-  /** Told of each confirmation's verdict (see `granted`). */
-  #onConfirmed: ((held: boolean, master: number) => void) | undefined;
+  /** Told of each question's verdict (see `granted`). */
+  #onConfirmed: ((verdict: Confirmation, master: number) => void) | undefined;
 
   constructor(
     private readonly nodes: readonly RedisNode[],
@@ -70,8 +78,8 @@ export class HandOffGrants {
     private readonly driftFactor: number,
   ) {}
 
-  /** `confirmed` hears of each grant `granted` answered 'later' for, once its master answered: whether the lock is held now. */
-  whenConfirmed(confirmed: (held: boolean, master: number) => void): void {
+  /** `confirmed` hears the verdict on each message `granted` answered 'later' for, once it is known. */
+  whenConfirmed(confirmed: (verdict: Confirmation, master: number) => void): void {
     this.#onConfirmed = confirmed;
   }
 
@@ -85,7 +93,7 @@ export class HandOffGrants {
     this.#sentOn = this.nodes.map((node) => node.connection);
     this.#round = undefined;
     this.#early = [];
-    this.#asked.clear();
+    this.#asking.clear();
     this.#deadlines.clear();
     this.#servers.clear();
   }
@@ -95,7 +103,7 @@ export class HandOffGrants {
     this.#round = round;
     const early = this.#early;
     this.#early = [];
-    for (const master of early) if (this.#confirm(master) === 'no') this.#onConfirmed?.(false, master);
+    for (const master of early) if (this.#confirm(master) === 'no') this.#onConfirmed?.('not counted', master);
   }
 
   /**
@@ -125,29 +133,43 @@ export class HandOffGrants {
   }
 
   #confirm(master: number): 'no' | 'later' {
-    if (this.#asked.has(master) || !this.#mayCount(master)) return 'no';
-    this.#asked.add(master);
+    if (this.#deadlines.has(master) || !this.#mayCount(master)) return 'no';
+    // Already asking: its answer covers this message too.
+    if (this.#asking.has(master)) return 'later';
+    this.#asking.add(master);
     const anchor = this.#anchor;
     const current = () => anchor === this.#anchor && !this.#granted;
+    /** Only for the request still being counted: `verdict` is computed once that is known to hold. */
+    const tell = (verdict: () => Confirmation) => {
+      if (!current()) return;
+      this.#asking.delete(master);
+      this.#onConfirmed?.(verdict(), master);
+    };
     const ask = () => {
       if (!current()) return;
-      const node = this.nodes[master]!;
       const sentAt = monotonicNow();
-      node.run(CONFIRM_SCRIPT, [this.key], [this.tokenFor(anchor)]).then(
-        (reply) => {
-          if (current()) this.#onConfirmed?.(this.#add(master, confirmedPttl(reply), sentAt), master);
-        },
-        () => {
-          if (current()) this.#onConfirmed?.(false, master);
-        },
+      this.nodes[master]!.run(CONFIRM_SCRIPT, [this.key], [this.tokenFor(anchor)]).then(
+        (reply) =>
+          tell(() => {
+            let pttl: number | undefined;
+            try {
+              pttl = confirmedPttl(reply);
+            } catch {
+              return 'not counted'; // the master's reply is its own error: no grant
+            }
+            return pttl === undefined ? 'refuted' : this.#add(master, pttl, sentAt);
+          }),
+        () => tell(() => 'not counted'),
       );
     };
     // A straggler: only its answer says whether it refused (and so gets no cleanup).
     if (this.#round!.outcomes[master]?.status === 'pending') {
-      void this.#round!.requests[master]?.then(
-        () => (this.#mayCount(master) ? ask() : current() && this.#onConfirmed?.(false, master)),
-        () => current() && this.#onConfirmed?.(false, master),
-      );
+      const answered = () => {
+        if (!current()) return;
+        if (this.#mayCount(master)) ask();
+        else tell(() => 'not counted');
+      };
+      void this.#round!.requests[master]?.then(answered, answered);
     } else {
       ask();
     }
@@ -157,7 +179,7 @@ export class HandOffGrants {
   /** Whether a grant by this master could count: it refused request #anchor, over the connection that is still open. */
   #mayCount(master: number): boolean {
     const node = this.nodes[master];
-    const status = this.#round!.outcomes[master]?.status;
+    const status = this.#round?.outcomes[master]?.status;
     if (!node || (status !== 'refused' && status !== 'pending')) return false;
     return this.#sentOn[master] === node.connection && node.client.status === 'ready';
   }
@@ -173,18 +195,18 @@ export class HandOffGrants {
     return this.nodes.some((node, index) => outcomes[index]?.status !== 'refused' && (node.runId === undefined || node.runId === server));
   }
 
-  /** Master `master` confirmed (or not) that the key holds our token for `pttl` more, asked at `sentAt`. */
-  #add(master: number, pttl: number | undefined, sentAt: number): boolean {
-    if (pttl === undefined || this.#round!.outcomes[master]?.status !== 'refused' || !this.#mayCount(master)) return false;
+  /** Master `master` confirmed that the key holds our token for `pttl` more, asked at `sentAt`. */
+  #add(master: number, pttl: number, sentAt: number): Confirmation {
+    if (this.#round!.outcomes[master]?.status !== 'refused' || !this.#mayCount(master)) return 'not counted';
     const server = this.nodes[master]!.runId;
-    if (server === undefined || this.#servers.has(server) || this.#cleanupMayReach(server)) return false;
+    if (server === undefined || this.#servers.has(server) || this.#cleanupMayReach(server)) return 'not counted';
     this.#servers.add(server);
     this.#deadlines.set(master, sentAt + validityMs(pttl, 0, this.driftFactor));
-    if (this.#deadlines.size < this.quorum) return false;
+    if (this.#deadlines.size < this.quorum) return 'counted';
     // The best majority: the quorum-th latest deadline bounds the lock.
     const deadline = [...this.#deadlines.values()].sort((a, b) => b - a)[this.quorum - 1]!;
-    if (deadline <= monotonicNow()) return false;
+    if (deadline <= monotonicNow()) return 'counted';
     this.#granted = { token: this.tokenFor(this.#anchor), deadline, round: this.#round!, masters: new Set(this.#deadlines.keys()) };
-    return true;
+    return 'held';
   }
 }

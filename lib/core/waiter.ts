@@ -70,7 +70,11 @@ export class Waiter {
     // Wall-clock ticket: the only clock every process shares. Skew between clients only costs
     // fairness, never safety. Microsecond slots keep tickets of one process apart.
     this.ticket = Date.now() * 1000 + (sequence % 1000);
-    grants?.whenConfirmed((held, master) => (held ? this.#wakeUp() : this.#namedBy(master, true)));
+    grants?.whenConfirmed((verdict, master) => {
+      if (verdict === 'held') this.#wakeUp();
+      // A master that says the key is not ours did not release it to us: nothing to wake for.
+      else if (verdict !== 'refuted') this.#namedBy(master, true);
+    });
   }
 
   /**

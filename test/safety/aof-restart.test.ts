@@ -42,6 +42,8 @@ it('stays safe and live through restarts of masters that keep their data (AOF, q
       'is SIGKILLed and restarted from its append-only file.',
   });
   const scenario = run;
+  // A client that can read the queues and PUBLISH forges grants and wake-ups throughout.
+  scenario.forgeWakeups(masters.urls());
   const engine = { restartQuarantineMs: false as const };
   await Promise.all(range(3).map((p) => scenario.spawn(loopWorker(`w${p}`, masters.urls(), { resources: ['kept'], ttlMs: [TTL], extend: true, engine }))));
   scenario.expect('the workers hold the lock before the faults', await scenario.until(() => scenario.holdsSince(scenario.startedAt) >= 3, 15_000));

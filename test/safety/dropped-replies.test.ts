@@ -31,6 +31,8 @@ for (const kind of KINDS) {
         'A worker behind TCP proxies loses, in turn, the reply to its acquire, extend or release on a random master ' +
         `(connection reset at once, command re-sent on reconnect); 2 processes x 2 workers contend directly (ttl ${TTL / 1000} s, bare counter fences).`,
     });
+    // A client that can read the queues and PUBLISH forges grants and wake-ups throughout.
+    scenario.forgeWakeups(masters.urls());
     const lost = { acquire: 0, extend: 0, release: 0 };
     const lostBefore = new Map<number, number>();
     scenario.onLoseReply = (_worker, request: LoseReplyRequest, kind) => {

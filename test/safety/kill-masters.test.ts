@@ -30,6 +30,8 @@ it('stays safe and live with 2 of 5 masters down, fails typed with 3 down, and r
       '3 processes x 2 workers loop on one resource (ttl 1 s, quarantine on). Each episode: SIGKILL 2 random masters, ' +
       `then a 3rd for ${MAJORITY_DOWN_MS / 1000} s, then restart all 3 without their data (default fences: counter + time floor).`,
   });
+  // A client that can read the queues and PUBLISH forges grants and wake-ups throughout.
+  scenario.forgeWakeups(masters.urls());
   await Promise.all(range(3).map((p) => scenario.spawn(loopWorker(`w${p}`, masters.urls(), { resources: ['kill'], ttlMs: [TTL] }))));
 
   const progress = async (since: bigint, timeoutMs: number) => {

@@ -31,6 +31,8 @@ for (const kind of KINDS) {
         `2 processes x 2 workers loop on one resource (ttl 1 s, node timeout ${NODE_TIMEOUT_MS} ms) while a probe process times ` +
         `tryAcquire on fresh resources. Each episode pauses 1, then 2, then 3 random masters for ${PAUSE_MS / 1000} s each (bare counter fences).`,
     });
+    // A client that can read the queues and PUBLISH forges grants and wake-ups throughout.
+    scenario.forgeWakeups(masters.urls());
     // No master loses data here: fences are the bare counters (no time floor), so the fence checks test them.
     const engine = { restartQuarantineMs: false as const, nodeTimeoutMs: NODE_TIMEOUT_MS, fenceTimeFloor: false };
     await Promise.all([

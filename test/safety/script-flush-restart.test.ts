@@ -45,6 +45,8 @@ for (const kind of KINDS) {
         `${FLUSH_EVERY_MS} ms some masters get SCRIPT FLUSH, every ${(FLUSH_EVERY_MS * RESTART_EVERY) / 1000} s one is restarted empty (default fences).`,
     });
     const scenario = run;
+    // A client that can read the queues and PUBLISH forges grants and wake-ups throughout.
+    scenario.forgeWakeups(masters.urls());
     await Promise.all(
       range(3).map((p) => scenario.spawn(loopWorker(`w${p}`, masters.urls(), { resources: ['flushed'], ttlMs: [TTL], extend: true, shared: kind.shared }))),
     );

@@ -28,6 +28,8 @@ for (const kind of KINDS) {
         `${PROCESSES} processes x ${CLIENTS} clients, each with its own engine and connections, all start acquiring one ` +
         `resource at one instant (ttl ${TTL / 1000} s); each takes it once, then the next stampede starts (bare counter fences).`,
     });
+    // A client that can read the queues and PUBLISH forges grants and wake-ups throughout.
+    scenario.forgeWakeups(masters.urls());
     const workers: WorkerProcess[] = await Promise.all(
       range(PROCESSES).map((p) =>
         scenario.spawn(

@@ -8,6 +8,7 @@ import { checkHistory, summarize, VIOLATION_KINDS, type CheckOptions, type Check
 import { FencedStore } from './fenced-store.js';
 import { History, now, type HistoryEvent } from './history.js';
 import type { ChildMessage, LoseReplyRequest, ParentMessage, WorkerConfig, WorkerSummary } from './protocol.js';
+import { WakeForger } from './wake-forger.js';
 
 const WORKER = fileURLToPath(new URL('./worker.ts', import.meta.url));
 /** Compiles the worker's TypeScript on load, the way vitest compiles the tests. */
@@ -148,8 +149,17 @@ export class SafetyRun {
   /** Every successful acquisition as it arrives (time, process): for cheap progress checks. */
   readonly #holds: { t: bigint; proc: string; fenced: boolean }[] = [];
   #finalRecorded = false;
+  #forger: WakeForger | undefined;
 
   constructor(readonly spec: ScenarioSpec) {}
+
+  /**
+   * From now on a client of these masters forges wake-ups and hand-off grants for every live queue
+   * entry (WakeForger); finish() expects it to have forged some, while the checker finds nothing.
+   */
+  forgeWakeups(urls: readonly string[]): void {
+    this.#forger = new WakeForger(urls);
+  }
 
   /** Starts a worker process and resolves once its engines are connected. */
   async spawn(config: WorkerConfig): Promise<WorkerProcess> {
@@ -290,6 +300,14 @@ export class SafetyRun {
   /** Stops workers, checks the history, and writes the result where the long run collects it. */
   async finish(options?: CheckOptions): Promise<ScenarioResult> {
     await this.stopWorkers();
+    const forger = this.#forger;
+    if (forger) {
+      await forger.stop();
+      this.expect(
+        `a forger published wake-ups for live queue entries (${forger.grants} hand-off grants, ${forger.wakes} plain)`,
+        forger.grants + forger.wakes > 0,
+      );
+    }
     const durationMs = Number(now() - this.startedAt) / 1e6;
     const check = this.check(options);
     const verdictOk = this.spec.expected === 'safe' ? check.ok : !check.ok;
@@ -334,6 +352,7 @@ export class SafetyRun {
 
   /** Kills whatever is still running. Safe to call twice, and after finish(). */
   async dispose(): Promise<void> {
+    await this.#forger?.stop();
     for (const worker of this.workers) worker.kill();
     await Promise.all(this.workers.map((worker) => worker.exited));
   }
