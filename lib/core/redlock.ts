@@ -1,9 +1,9 @@
 import { EventEmitter } from 'node:events';
 import type { Redis } from 'ioredis';
 import { monotonicNow, validityLeftMs } from './clock.js';
-import { ExtensionLimitError, LockHeldError, LockLostError } from './errors.js';
+import { LockHeldError, LockLostError } from './errors.js';
 import { HeldLocks, type Acquisition } from './held-locks.js';
-import { Lock, type LockEngine, type ReleaseResult } from './lock.js';
+import { Lock, startExtension, type LockEngine, type ReleaseResult } from './lock.js';
 import type { MasterFailure, MasterOperation } from './instrumentation.js';
 import { extensionOutcome, InstrumentationGuard } from './instrumentation-guard.js';
 import { enterSession, LockSession, runInSession } from './lock-session.js';
@@ -272,18 +272,8 @@ export class Redlock extends EventEmitter implements LockEngine {
   }
 
   async #extend(lock: Lock, ttlMs: number): Promise<void> {
-    checkTtl('ttlMs', ttlMs);
-    if (lock.released) throw new LockLostError(lock.resources, 'released');
-    // A lock past its validity may already belong to someone else; reviving it would hide that.
-    if (lock.remainingMs() <= 0) throw new LockLostError(lock.resources, 'validity expired before the extension');
-    if (lock.extensions >= this.options.maxExtensions) {
-      throw new ExtensionLimitError(lock.resources, this.options.maxExtensions);
-    }
+    const start = startExtension(lock, ttlMs, this.options);
     this.#quarantine?.observeTtl(ttlMs);
-    const start = monotonicNow();
-    // From the moment it is sent, a master may apply the new ttl, shorter than the old one perhaps:
-    // until the round says more, the lock may rely only on the earlier of the two deadlines.
-    lock.narrowed(start + validityLeftMs(ttlMs, start, start, this.options.driftFactor), ttlMs);
     const request = lock.kind.type === 'write' ? { script: EXTEND_SCRIPT, keys: lock.keys, args: [lock.token, ttlMs] } : this.#shared.extendRequest(lock, ttlMs);
     const acks = replicaWait(this.options, ttlMs);
     const round = await this.round(ttlMs, grantedIfOne, this.vote((node) => node.write(request.script, request.keys, request.args, acks)), 'extend');
