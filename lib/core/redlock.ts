@@ -27,6 +27,7 @@ import { isSentinelManaged } from './sentinel-voter.js';
 import {
   checkTtl,
   nodeTimeoutMs,
+  oneRound,
   resolveOptions,
   type RedlockOptions,
   type ResolvedRedlockOptions,
@@ -163,7 +164,7 @@ export class Redlock extends EventEmitter implements LockEngine {
   /** One round, no waiting and no place in line: the lock, or null when another owner holds it. */
   async tryAcquire(resources: string | readonly string[], ttlMs: number, options: Pick<AcquireOptions, 'fencing' | 'mode' | 'limit'> = {}): Promise<Lock | null> {
     try {
-      return await this.#acquirer.acquire(resources, ttlMs, { ...options, retryCount: 0 }, false);
+      return await this.#acquirer.acquire(resources, ttlMs, oneRound(options), false);
     } catch (error) {
       if (error instanceof LockHeldError) return null;
       throw error;

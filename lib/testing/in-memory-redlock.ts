@@ -20,6 +20,7 @@ import {
   checkCallOptions,
   checkResources,
   checkTtl,
+  oneRound,
   resolveOptions,
   resolveWait,
   type RedlockOptions,
@@ -88,7 +89,7 @@ export class InMemoryRedlock extends EventEmitter implements RedlockEngine, Lock
     options: Pick<AcquireOptions, 'fencing' | 'mode' | 'limit'> = {},
   ): Promise<Lock | null> {
     try {
-      return await this.#acquire(resources, ttlMs, { ...options, retryCount: 0 }, false);
+      return await this.#acquire(resources, ttlMs, oneRound(options), false);
     } catch (error) {
       if (error instanceof LockHeldError) return null;
       throw error;

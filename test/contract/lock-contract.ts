@@ -249,6 +249,13 @@ export function lockContract(target: () => LockTarget): void {
         ['ttlMs', () => locks.using('c:bad', 1.5, async () => 'ran')],
         ['waitTimeoutMs', () => locks.acquire('c:bad', HOLD_TTL_MS, { waitTimeoutMs: -1 })],
         ['signal', () => locks.acquire('c:bad', HOLD_TTL_MS, { signal: {} as AbortSignal })],
+        ['fencing', () => locks.acquire('c:bad', HOLD_TTL_MS, { fencing: 'false' as never })],
+        ['fencing', () => locks.tryAcquire('c:bad', HOLD_TTL_MS, { fencing: 1 as never })],
+        ['autoExtend', () => locks.using('c:bad', HOLD_TTL_MS, async () => 'ran', { autoExtend: 'no' as never })],
+        ['retryCount', () => locks.acquire('c:bad', HOLD_TTL_MS, { retryCount: '3' as never })],
+        ['mode', () => locks.acquire('c:bad', HOLD_TTL_MS, { mode: 'READ' as never })],
+        ['limit', () => locks.tryAcquire('c:bad', HOLD_TTL_MS, { limit: '2' as never })],
+        ['options', () => locks.tryAcquire('c:bad', HOLD_TTL_MS, 'fenced' as never)],
         ['routine', () => locks.using('c:bad', HOLD_TTL_MS, 'not a function' as never)],
       ];
       for (const [argument, call] of calls) {
