@@ -341,6 +341,14 @@ function checkFlag(argument: string, value: unknown): void {
   if (typeof value !== 'boolean') throw new InvalidArgumentError(argument, value, 'expected true or false');
 }
 
+/** How long a health check waits for each master's reply: a timer, so more than 0 and no longer than a timer can wait. */
+export function checkProbeTimeout(timeoutMs: unknown): number {
+  if (!isDelay(timeoutMs) || timeoutMs === 0) {
+    throw new InvalidArgumentError('timeoutMs', timeoutMs, `expected a number of ms in (0, ${MAX_DELAY_MS}]`);
+  }
+  return timeoutMs;
+}
+
 /** What a call of acquire, tryAcquire, using or enter may be given. */
 interface CallOptions extends WaitOptions {
   readonly signal?: AbortSignal;

@@ -25,6 +25,7 @@ import { VoterAdmission, type DuplicateMaster } from './voter-admission.js';
 import { LockAcquirer } from './lock-acquirer.js';
 import { isSentinelManaged } from './sentinel-voter.js';
 import {
+  checkProbeTimeout,
   checkTtl,
   nodeTimeoutMs,
   oneRound,
@@ -218,8 +219,8 @@ export class Redlock extends EventEmitter implements LockEngine {
    * restart quarantine, duplicate): for health checks. Writes no lock key; `timeoutMs` bounds
    * each PING (default 1000).
    */
-  checkMasters(timeoutMs = 1_000): Promise<MastersHealth> {
-    return checkMasters(this.nodes, this.#admission, this.quorum, timeoutMs);
+  async checkMasters(timeoutMs = 1_000): Promise<MastersHealth> {
+    return checkMasters(this.nodes, this.#admission, this.quorum, checkProbeTimeout(timeoutMs));
   }
 
   /** Locks acquired through this instance, not released and still valid. */

@@ -18,6 +18,7 @@ import type { AcquireOptions, LockedRoutine, UsingOptions } from '../core/redloc
 import type { RedlockEngine } from '../core/redlock-engine.js';
 import {
   checkCallOptions,
+  checkProbeTimeout,
   checkResources,
   checkTtl,
   oneRound,
@@ -112,7 +113,8 @@ export class InMemoryRedlock extends EventEmitter implements RedlockEngine, Lock
   async verifyMasters(): Promise<void> {}
 
   /** One stand-in master, reachable unless the test made the quorum unreachable. */
-  async checkMasters(_timeoutMs?: number): Promise<MastersHealth> {
+  async checkMasters(timeoutMs = 1_000): Promise<MastersHealth> {
+    checkProbeTimeout(timeoutMs);
     const reachable = this.#store.reachable;
     const master = reachable
       ? { node: IN_MEMORY_MASTER, reachable, roundTripMs: 0, votes: true }

@@ -256,6 +256,7 @@ export function lockContract(target: () => LockTarget): void {
         ['mode', () => locks.acquire('c:bad', HOLD_TTL_MS, { mode: 'READ' as never })],
         ['limit', () => locks.tryAcquire('c:bad', HOLD_TTL_MS, { limit: '2' as never })],
         ['options', () => locks.tryAcquire('c:bad', HOLD_TTL_MS, 'fenced' as never)],
+        ['timeoutMs', () => locks.redlock.checkMasters('500' as never)],
         ['routine', () => locks.using('c:bad', HOLD_TTL_MS, 'not a function' as never)],
       ];
       for (const [argument, call] of calls) {

@@ -209,6 +209,12 @@ describe('per-call options', () => {
   });
 });
 
+describe('checkMasters', () => {
+  it.each<[unknown]>([['500'], [0], [-1], [2 ** 31], [Number.NaN]])('refuses a PING timeout of %s, which a timer would not wait out', async (timeoutMs) => {
+    await expect(redlock.checkMasters(timeoutMs as number)).rejects.toSatisfy(invalid('timeoutMs'));
+  });
+});
+
 describe('signal', () => {
   it.each<[string, unknown]>([
     ['a plain object', { aborted: false }],
