@@ -126,10 +126,7 @@ export class InMemoryRedlock extends EventEmitter implements RedlockEngine, Lock
     return new Set([...this.#held].filter((lock) => lock.remainingMs() > 0));
   }
 
-  /**
-   * As the real engine's: every waiting call gives up first (AcquireAbortedError with `reason`),
-   * so none is handed a lock released here, then every held lock's signal fires and it is released.
-   */
+  /** As the real engine's: waiting calls give up first (AcquireAbortedError), so none is handed a lock released here. */
   async releaseAll(reason = 'released at shutdown'): Promise<void> {
     for (const call of this.#waitingCalls) call.abort(reason);
     this.#waitingCalls.clear();
@@ -266,8 +263,7 @@ export class InMemoryRedlock extends EventEmitter implements RedlockEngine, Lock
     const giveUpAt = monotonicNow() + wait.waitTimeoutMs;
     const line = list.join('\n');
     const waits = queues && wait.retryCount > 0;
-    // From its start, a call that may wait gives up when releaseAll runs: in this process's line,
-    // asleep, or about to try.
+    // From its start, a call that may wait gives up when releaseAll runs: in line, asleep, or about to try.
     const giveUp = waits ? new AbortController() : undefined;
     if (giveUp) this.#waitingCalls.add(giveUp);
     const signal = giveUp ? (options.signal ? AbortSignal.any([options.signal, giveUp.signal]) : giveUp.signal) : options.signal;
