@@ -9,6 +9,7 @@ import { checkOnLocked, checkWaitTimeout, isTtl, type RedlockSettings } from './
 import { REDLOCK_SETTINGS, WITH_LOCK } from './redlock.constants.js';
 import type { WithLockMetadata, WithLockOptions } from './redlock.interfaces.js';
 import { kindOf } from './core/lock-kind.js';
+import { formatValue } from './core/errors.js';
 import { RedlockConfigError } from './redlock-config.error.js';
 
 /** How one decorated method locks: its compiled key and its resolved options. */
@@ -72,16 +73,16 @@ export class LockPlanner {
       paramCount: Math.max(method.length, paramTypes?.length ?? 0),
     });
 
-    const { ttlMs = this.settings.defaultTtlMs, autoExtend = true } = metadata.options;
-    const onLocked = metadata.options.onLocked ?? this.settings.defaultWait.onLocked;
-    const waitTimeoutMs = metadata.options.waitTimeoutMs ?? this.settings.defaultWait.waitTimeoutMs;
+    // Left out (undefined), an option takes its default; anything else given is checked, null included.
+    const { defaultTtlMs, defaultWait } = this.settings;
+    const { ttlMs = defaultTtlMs, autoExtend = true, onLocked = defaultWait.onLocked, waitTimeoutMs = defaultWait.waitTimeoutMs } = metadata.options;
     if (!isTtl(ttlMs)) {
-      throw new RedlockConfigError(`@WithLock on ${site}: ttlMs must be a positive integer number of ms (got ${String(ttlMs)})`);
+      throw new RedlockConfigError(`@WithLock on ${site}: ttlMs must be a positive integer number of ms (got ${formatValue(ttlMs)})`);
     }
     checkOnLocked(`@WithLock on ${site}: onLocked`, onLocked);
     if (waitTimeoutMs !== undefined) checkWaitTimeout(`@WithLock on ${site}: waitTimeoutMs`, waitTimeoutMs);
     if (typeof autoExtend !== 'boolean') {
-      throw new RedlockConfigError(`@WithLock on ${site}: autoExtend must be a boolean`);
+      throw new RedlockConfigError(`@WithLock on ${site}: autoExtend must be true or false (got ${formatValue(autoExtend)})`);
     }
     const kind = lockKind(site, metadata.options);
     // Planned at bootstrap (or first call): the restart quarantine must cover this ttl from now on.

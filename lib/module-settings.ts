@@ -1,6 +1,6 @@
 import { Logger } from '@nestjs/common';
-import { InvalidArgumentError } from './core/errors.js';
-import { MAX_TTL_MS, resolveOptions, type RedlockOptions } from './core/redlock-options.js';
+import { formatValue, InvalidArgumentError } from './core/errors.js';
+import { MAX_DELAY_MS, MAX_TTL_MS, resolveOptions, type RedlockOptions } from './core/redlock-options.js';
 import { DEFAULT_TTL_MS } from './redlock.constants.js';
 import type { DefaultWait, OnLocked, RedlockErrorMapper, RedlockModuleOptions, RedlockNode } from './redlock.interfaces.js';
 import { RedlockConfigError } from './redlock-config.error.js';
@@ -30,13 +30,14 @@ export function resolveSettings(options: RedlockModuleOptions | undefined): Redl
   if (!isTtl(defaultTtlMs)) {
     throw new RedlockConfigError(
       `RedlockModule: options.defaultTtlMs must be a positive integer number of ms, at most ${MAX_TTL_MS} ` +
-        `(got ${String(defaultTtlMs)})`,
+        `(got ${formatValue(defaultTtlMs)})`,
     );
   }
   if (defaultWait === null || typeof defaultWait !== 'object') {
     throw new RedlockConfigError("RedlockModule: options.defaultWait must be an object like { onLocked: 'wait' }");
   }
-  const onLocked = defaultWait.onLocked ?? 'wait';
+  // Left out (undefined) is the default; null is a value, and a wrong one.
+  const onLocked = defaultWait.onLocked === undefined ? 'wait' : defaultWait.onLocked;
   checkOnLocked('RedlockModule: options.defaultWait.onLocked', onLocked, ['wait', 'fail']);
   if (defaultWait.waitTimeoutMs !== undefined) {
     checkWaitTimeout('RedlockModule: options.defaultWait.waitTimeoutMs', defaultWait.waitTimeoutMs);
@@ -44,7 +45,7 @@ export function resolveSettings(options: RedlockModuleOptions | undefined): Redl
   if (errorMapper !== undefined && typeof errorMapper !== 'function') {
     throw new RedlockConfigError('RedlockModule: options.errorMapper must be a function');
   }
-  const engineOptions: RedlockOptions = { ...engine, logger: engine.logger ?? new Logger('Redlock') };
+  const engineOptions: RedlockOptions = { ...engine, logger: engine.logger === undefined ? new Logger('Redlock') : engine.logger };
   try {
     resolveOptions(engineOptions);
   } catch (error) {
@@ -71,13 +72,14 @@ export function checkOnLocked(label: string, value: unknown, allowed: readonly O
   if (!allowed.includes(value as OnLocked)) {
     const choices = allowed.map((policy) => `'${policy}'`);
     throw new RedlockConfigError(
-      `${label} must be ${choices.slice(0, -1).join(', ')} or ${choices.at(-1)} (got ${JSON.stringify(value) ?? String(value)})`,
+      `${label} must be ${choices.slice(0, -1).join(', ')} or ${choices.at(-1)} (got ${formatValue(value)})`,
     );
   }
 }
 
+/** As the engine checks a wait, so that a wait it would refuse on every call fails at bootstrap instead. */
 export function checkWaitTimeout(label: string, value: unknown): void {
-  if (typeof value !== 'number' || !Number.isFinite(value) || value < 0) {
-    throw new RedlockConfigError(`${label} must be a finite number of ms >= 0 (got ${String(value)})`);
+  if (typeof value !== 'number' || !Number.isFinite(value) || value < 0 || value > MAX_DELAY_MS) {
+    throw new RedlockConfigError(`${label} must be a finite number of ms >= 0, at most ${MAX_DELAY_MS} (got ${formatValue(value)})`);
   }
 }

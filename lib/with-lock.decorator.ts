@@ -16,10 +16,16 @@ import type { LockKey, WithLockMetadata, WithLockOptions } from './redlock.inter
  * @param ttlOrOptions the ttl in ms, or options.
  */
 export function WithLock(key: LockKey, ttlOrOptions?: number | WithLockOptions): MethodDecorator {
-  const options: WithLockOptions = typeof ttlOrOptions === 'number' ? { ttlMs: ttlOrOptions } : { ...ttlOrOptions };
+  // Anything but options (an object) or nothing is taken as the ttl, and checked as one at bootstrap:
+  // spread, a string such as '5000' would quietly become no options at all.
+  const options: WithLockOptions = isOptions(ttlOrOptions) ? { ...ttlOrOptions } : ttlOrOptions === undefined ? {} : { ttlMs: ttlOrOptions };
   const metadata: WithLockMetadata = { key, options };
   return (_target, _propertyKey, descriptor) => {
     Reflect.defineMetadata(WITH_LOCK, metadata, descriptor.value as object);
     return descriptor;
   };
+}
+
+function isOptions(value: unknown): value is WithLockOptions {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }

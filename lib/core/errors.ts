@@ -172,7 +172,8 @@ function quarantineText(outcomes: readonly NodeOutcome[], resumesInMs: number): 
   return `restart quarantine (${quarantined.join(', ')}): a quorum can vote again in ${resumesInMs} ms, at ${at}`;
 }
 
-function formatValue(value: unknown): string {
+/** A value as an error shows it: strings quoted, numbers as they are, objects only by their type (they may hold secrets). */
+export function formatValue(value: unknown): string {
   if (typeof value === 'string') return JSON.stringify(value);
   if (typeof value === 'number' || typeof value === 'boolean' || value == null) return String(value);
   if (Array.isArray(value)) return `array of ${value.length}`;

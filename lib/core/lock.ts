@@ -1,8 +1,9 @@
 import { inspect } from 'node:util';
-import { monotonicNow } from './clock.js';
-import { LockLostError } from './errors.js';
+import { monotonicNow, validityLeftMs } from './clock.js';
+import { ExtensionLimitError, LockLostError } from './errors.js';
 import { WRITE, type LockKind, type LockMode } from './lock-kind.js';
 import type { NodeOutcome } from './node-outcome.js';
+import { checkTtl } from './redlock-options.js';
 
 /** What a release did on each master. Releasing never throws: an expired lock is a normal case. */
 export interface ReleaseResult {
@@ -237,4 +238,22 @@ export class Lock {
     this.#deadlineTimer = setTimeout(expire, Math.ceil(remaining));
     this.#deadlineTimer.unref();
   }
+}
+
+/**
+ * What every engine does before it sends an extension of `lock` to `ttlMs`: refuses one that
+ * cannot be (a bad ttl, a released lock, one past its validity, one over `maxExtensions`), then
+ * narrows the lock, since from the moment it is sent a master may apply the new ttl, shorter
+ * than the old one perhaps: until the round says more, only the earlier deadline is certain.
+ * Returns when the extension started, on the monotonic clock.
+ */
+export function startExtension(lock: Lock, ttlMs: number, options: { readonly maxExtensions: number; readonly driftFactor: number }): number {
+  checkTtl('ttlMs', ttlMs);
+  if (lock.released) throw new LockLostError(lock.resources, 'released');
+  // A lock past its validity may already belong to someone else; reviving it would hide that.
+  if (lock.remainingMs() <= 0) throw new LockLostError(lock.resources, 'validity expired before the extension');
+  if (lock.extensions >= options.maxExtensions) throw new ExtensionLimitError(lock.resources, options.maxExtensions);
+  const start = monotonicNow();
+  lock.narrowed(start + validityLeftMs(ttlMs, start, start, options.driftFactor), ttlMs);
+  return start;
 }

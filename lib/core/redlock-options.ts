@@ -143,33 +143,38 @@ export function resolveOptions(options: RedlockOptions = {}): ResolvedRedlockOpt
     throw new InvalidArgumentError('options', options, 'expected an object of Redlock options');
   }
   const resolved = {
-    keyPrefix: options.keyPrefix ?? DEFAULTS.keyPrefix,
-    driftFactor: options.driftFactor ?? DEFAULTS.driftFactor,
+    keyPrefix: given(options.keyPrefix, DEFAULTS.keyPrefix),
+    driftFactor: given(options.driftFactor, DEFAULTS.driftFactor),
     nodeTimeoutMs: options.nodeTimeoutMs,
-    maxExtensions: options.maxExtensions ?? DEFAULTS.maxExtensions,
-    maxResources: options.maxResources ?? DEFAULTS.maxResources,
-    logger: options.logger ?? console,
-    fencing: options.fencing ?? false,
-    fenceKeyPrefix: options.fenceKeyPrefix ?? DEFAULTS.fenceKeyPrefix,
-    fenceTimeFloor: options.fenceTimeFloor ?? true,
-    fenceRetentionMs: options.fenceRetentionMs ?? DEFAULTS.fenceRetentionMs,
-    queueKeyPrefix: options.queueKeyPrefix ?? DEFAULTS.queueKeyPrefix,
-    holdersKeyPrefix: options.holdersKeyPrefix ?? DEFAULTS.holdersKeyPrefix,
-    wakeups: options.wakeups ?? true,
-    handOff: options.handOff ?? true,
-    restartQuarantineMs: options.restartQuarantineMs ?? ('max-ttl' as const),
-    replicaAcks: options.replicaAcks ?? 0,
+    maxExtensions: given(options.maxExtensions, DEFAULTS.maxExtensions),
+    maxResources: given(options.maxResources, DEFAULTS.maxResources),
+    logger: given(options.logger, console),
+    fencing: given(options.fencing, false),
+    fenceKeyPrefix: given(options.fenceKeyPrefix, DEFAULTS.fenceKeyPrefix),
+    fenceTimeFloor: given(options.fenceTimeFloor, true),
+    fenceRetentionMs: given(options.fenceRetentionMs, DEFAULTS.fenceRetentionMs),
+    queueKeyPrefix: given(options.queueKeyPrefix, DEFAULTS.queueKeyPrefix),
+    holdersKeyPrefix: given(options.holdersKeyPrefix, DEFAULTS.holdersKeyPrefix),
+    wakeups: given(options.wakeups, true),
+    handOff: given(options.handOff, true),
+    restartQuarantineMs: given(options.restartQuarantineMs, 'max-ttl' as const),
+    replicaAcks: given(options.replicaAcks, 0),
     instrumentation: options.instrumentation,
     ...resolveWait(options, DEFAULTS),
   };
-  if (resolved.restartQuarantineMs !== false && resolved.restartQuarantineMs !== 'max-ttl') {
-    checkDelay('restartQuarantineMs', resolved.restartQuarantineMs);
+  const quarantine = resolved.restartQuarantineMs;
+  if (quarantine !== false && quarantine !== 'max-ttl' && !isDelay(quarantine)) {
+    throw new InvalidArgumentError('restartQuarantineMs', quarantine, `expected a number of ms in [0, ${MAX_DELAY_MS}], or false (off)`);
   }
   checkPrefixes(resolved);
   if (typeof resolved.driftFactor !== 'number' || !(resolved.driftFactor >= 0 && resolved.driftFactor < 0.5)) {
     throw new InvalidArgumentError('driftFactor', resolved.driftFactor, 'expected a number in [0, 0.5)');
   }
-  if (resolved.nodeTimeoutMs !== undefined) checkPositiveInteger('nodeTimeoutMs', resolved.nodeTimeoutMs);
+  const timeout = resolved.nodeTimeoutMs;
+  // A round's timer: one longer than a timer can wait would fail every master after 1 ms.
+  if (timeout !== undefined && !(isDelay(timeout) && Number.isInteger(timeout) && timeout > 0)) {
+    throw new InvalidArgumentError('nodeTimeoutMs', timeout, `expected an integer number of ms in [1, ${MAX_DELAY_MS}]`);
+  }
   checkCount('maxExtensions', resolved.maxExtensions);
   checkDelay('fenceRetentionMs', resolved.fenceRetentionMs);
   checkPositiveInteger('maxResources', resolved.maxResources);
@@ -181,9 +186,7 @@ export function resolveOptions(options: RedlockOptions = {}): ResolvedRedlockOpt
     throw new InvalidArgumentError('logger', resolved.logger, 'expected an object with a warn(message) method');
   }
   checkInstrumentation(resolved.instrumentation);
-  for (const name of ['fencing', 'fenceTimeFloor', 'wakeups', 'handOff'] as const) {
-    if (typeof resolved[name] !== 'boolean') throw new InvalidArgumentError(name, resolved[name], 'expected true or false');
-  }
+  for (const name of ['fencing', 'fenceTimeFloor', 'wakeups', 'handOff'] as const) checkFlag(name, resolved[name]);
   checkedWaits.add(resolved);
   return resolved;
 }
@@ -248,6 +251,15 @@ function checkInstrumentation(value: unknown): void {
   }
 }
 
+/**
+ * An option left out (undefined) takes its default; anything else given is checked as a value,
+ * null included: null is no number, flag or string, and taking it as "the default" would hide
+ * a configuration that did not say what it meant.
+ */
+function given<T, D>(value: T | undefined, fallback: D): T | D {
+  return value === undefined ? fallback : value;
+}
+
 /** Per-call wait settings over the instance's, validated the same way. */
 export function resolveWait(
   overrides: WaitOptions,
@@ -262,10 +274,10 @@ export function resolveWait(
   // other bases (the defaults) carry more than wait settings, and are spread by the caller.
   if (!overridden && checkedWaits.has(base)) return base;
   const wait = {
-    retryCount: overrides.retryCount ?? base.retryCount,
-    waitTimeoutMs: overrides.waitTimeoutMs ?? base.waitTimeoutMs,
-    retryDelayMs: overrides.retryDelayMs ?? base.retryDelayMs,
-    retryJitterMs: overrides.retryJitterMs ?? base.retryJitterMs,
+    retryCount: given(overrides.retryCount, base.retryCount),
+    waitTimeoutMs: given(overrides.waitTimeoutMs, base.waitTimeoutMs),
+    retryDelayMs: given(overrides.retryDelayMs, base.retryDelayMs),
+    retryJitterMs: given(overrides.retryJitterMs, base.retryJitterMs),
   };
   checkCount('retryCount', wait.retryCount);
   checkDelay('waitTimeoutMs', wait.waitTimeoutMs);
@@ -314,26 +326,69 @@ function checkCount(argument: string, value: unknown): void {
 }
 
 /** The longest a Node timer can wait; a longer delay fires after 1 ms instead. */
-const MAX_DELAY_MS = 2 ** 31 - 1;
+export const MAX_DELAY_MS = 2 ** 31 - 1;
 
 /** A time the engine waits out on a timer: longer than a timer can wait would mean not at all. */
-function checkDelay(argument: string, value: unknown): void {
-  if (typeof value !== 'number' || !Number.isFinite(value) || value < 0 || value > MAX_DELAY_MS) {
-    throw new InvalidArgumentError(argument, value, `expected a number of ms in [0, ${MAX_DELAY_MS}]`);
-  }
+function isDelay(value: unknown): value is number {
+  return typeof value === 'number' && Number.isFinite(value) && value >= 0 && value <= MAX_DELAY_MS;
 }
 
-/** Per-call options: an object, and a signal that is one (a look-alike would fail in a timer later). */
-export function checkCallOptions(options: { signal?: AbortSignal } | null): void {
-  if (options === null || typeof options !== 'object') {
+function checkDelay(argument: string, value: unknown): void {
+  if (!isDelay(value)) throw new InvalidArgumentError(argument, value, `expected a number of ms in [0, ${MAX_DELAY_MS}]`);
+}
+
+function checkFlag(argument: string, value: unknown): void {
+  if (typeof value !== 'boolean') throw new InvalidArgumentError(argument, value, 'expected true or false');
+}
+
+/** How long a health check waits for each master's reply: a timer, so more than 0 and no longer than a timer can wait. */
+export function checkProbeTimeout(timeoutMs: unknown): number {
+  if (!isDelay(timeoutMs) || timeoutMs === 0) {
+    throw new InvalidArgumentError('timeoutMs', timeoutMs, `expected a number of ms in (0, ${MAX_DELAY_MS}]`);
+  }
+  return timeoutMs;
+}
+
+/** What a call of acquire, tryAcquire, using or enter may be given. */
+interface CallOptions extends WaitOptions {
+  readonly signal?: AbortSignal;
+  readonly fencing?: boolean;
+  readonly autoExtend?: boolean;
+}
+
+/**
+ * Per-call options, before anything is taken: an object, and every option given (anything but
+ * undefined) of its type, so `fencing: 'false'` is refused rather than read as true. `mode` and
+ * `limit` are checked where the kind is read (kindOf). Runs on every call: it reads each key once
+ * and checks only those present.
+ */
+export function checkCallOptions(options: CallOptions | null): void {
+  if (options === null || typeof options !== 'object' || Array.isArray(options)) {
     throw new InvalidArgumentError('options', options, 'expected an object of acquire options');
   }
-  checkSignal(options.signal);
+  const { signal, fencing, autoExtend, retryCount, waitTimeoutMs, retryDelayMs, retryJitterMs } = options;
+  // A look-alike signal would fail in a timer later.
+  if (signal !== undefined) checkSignal(signal);
+  if (fencing !== undefined) checkFlag('fencing', fencing);
+  if (autoExtend !== undefined) checkFlag('autoExtend', autoExtend);
+  // Checked here too, not only when the wait is resolved: a reentrant call resolves none.
+  if (retryCount !== undefined) checkCount('retryCount', retryCount);
+  if (waitTimeoutMs !== undefined) checkDelay('waitTimeoutMs', waitTimeoutMs);
+  if (retryDelayMs !== undefined) checkDelay('retryDelayMs', retryDelayMs);
+  if (retryJitterMs !== undefined) checkDelay('retryJitterMs', retryJitterMs);
+}
+
+/**
+ * tryAcquire's options as acquire takes them: one round, no waiting. Checked first, as spreading
+ * something that is not an object (a string, null) would quietly make options of it.
+ */
+export function oneRound<T extends object>(options: T): T & { readonly retryCount: 0 } {
+  checkCallOptions(options);
+  return { ...options, retryCount: 0 };
 }
 
 /** An AbortSignal, or anything that behaves as one (a signal of another realm or a polyfill). */
-function checkSignal(signal: unknown): AbortSignal | undefined {
-  if (signal === undefined) return undefined;
+function checkSignal(signal: unknown): AbortSignal {
   const candidate = signal as Partial<AbortSignal> | null;
   const usable =
     candidate !== null &&

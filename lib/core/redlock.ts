@@ -1,9 +1,9 @@
 import { EventEmitter } from 'node:events';
 import type { Redis } from 'ioredis';
 import { monotonicNow, validityLeftMs } from './clock.js';
-import { ExtensionLimitError, LockHeldError, LockLostError } from './errors.js';
+import { LockHeldError, LockLostError } from './errors.js';
 import { HeldLocks, type Acquisition } from './held-locks.js';
-import { Lock, type LockEngine, type ReleaseResult } from './lock.js';
+import { Lock, startExtension, type LockEngine, type ReleaseResult } from './lock.js';
 import type { MasterFailure, MasterOperation } from './instrumentation.js';
 import { extensionOutcome, InstrumentationGuard } from './instrumentation-guard.js';
 import { enterSession, LockSession, runInSession } from './lock-session.js';
@@ -25,8 +25,10 @@ import { VoterAdmission, type DuplicateMaster } from './voter-admission.js';
 import { LockAcquirer } from './lock-acquirer.js';
 import { isSentinelManaged } from './sentinel-voter.js';
 import {
+  checkProbeTimeout,
   checkTtl,
   nodeTimeoutMs,
+  oneRound,
   resolveOptions,
   type RedlockOptions,
   type ResolvedRedlockOptions,
@@ -163,7 +165,7 @@ export class Redlock extends EventEmitter implements LockEngine {
   /** One round, no waiting and no place in line: the lock, or null when another owner holds it. */
   async tryAcquire(resources: string | readonly string[], ttlMs: number, options: Pick<AcquireOptions, 'fencing' | 'mode' | 'limit'> = {}): Promise<Lock | null> {
     try {
-      return await this.#acquirer.acquire(resources, ttlMs, { ...options, retryCount: 0 }, false);
+      return await this.#acquirer.acquire(resources, ttlMs, oneRound(options), false);
     } catch (error) {
       if (error instanceof LockHeldError) return null;
       throw error;
@@ -217,8 +219,8 @@ export class Redlock extends EventEmitter implements LockEngine {
    * restart quarantine, duplicate): for health checks. Writes no lock key; `timeoutMs` bounds
    * each PING (default 1000).
    */
-  checkMasters(timeoutMs = 1_000): Promise<MastersHealth> {
-    return checkMasters(this.nodes, this.#admission, this.quorum, timeoutMs);
+  async checkMasters(timeoutMs = 1_000): Promise<MastersHealth> {
+    return checkMasters(this.nodes, this.#admission, this.quorum, checkProbeTimeout(timeoutMs));
   }
 
   /** Locks acquired through this instance, not released and still valid. */
@@ -272,18 +274,8 @@ export class Redlock extends EventEmitter implements LockEngine {
   }
 
   async #extend(lock: Lock, ttlMs: number): Promise<void> {
-    checkTtl('ttlMs', ttlMs);
-    if (lock.released) throw new LockLostError(lock.resources, 'released');
-    // A lock past its validity may already belong to someone else; reviving it would hide that.
-    if (lock.remainingMs() <= 0) throw new LockLostError(lock.resources, 'validity expired before the extension');
-    if (lock.extensions >= this.options.maxExtensions) {
-      throw new ExtensionLimitError(lock.resources, this.options.maxExtensions);
-    }
+    const start = startExtension(lock, ttlMs, this.options);
     this.#quarantine?.observeTtl(ttlMs);
-    const start = monotonicNow();
-    // From the moment it is sent, a master may apply the new ttl, shorter than the old one perhaps:
-    // until the round says more, the lock may rely only on the earlier of the two deadlines.
-    lock.narrowed(start + validityLeftMs(ttlMs, start, start, this.options.driftFactor), ttlMs);
     const request = lock.kind.type === 'write' ? { script: EXTEND_SCRIPT, keys: lock.keys, args: [lock.token, ttlMs] } : this.#shared.extendRequest(lock, ttlMs);
     const acks = replicaWait(this.options, ttlMs);
     const round = await this.round(ttlMs, grantedIfOne, this.vote((node) => node.write(request.script, request.keys, request.args, acks)), 'extend');

@@ -1,5 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { HealthIndicatorService } from '@nestjs/terminus';
+import { InvalidArgumentError } from '../core/errors.js';
 import { describeMasters, type MasterHealth } from '../core/master-health.js';
 import { Redlock } from '../core/redlock.js';
 
@@ -30,6 +31,9 @@ export class RedlockHealthIndicator {
   ) {}
 
   async isHealthy<const Key extends string = 'redlock'>(key: Key = 'redlock' as Key, options: RedlockHealthOptions = {}) {
+    if (options === null || typeof options !== 'object') {
+      throw new InvalidArgumentError('options', options, 'expected an object like { timeoutMs: 1000 }');
+    }
     const report = await this.redlock.checkMasters(options.timeoutMs);
     const session = this.indicators.check(key);
     const data = { quorum: report.quorum, voting: report.voting, masters: byName(report.masters) };

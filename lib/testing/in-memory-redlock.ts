@@ -2,7 +2,6 @@ import { EventEmitter } from 'node:events';
 import { monotonicNow, validityLeftMs } from '../core/clock.js';
 import {
   AcquireAbortedError,
-  ExtensionLimitError,
   InvalidArgumentError,
   LockHeldError,
   LockKindMismatchError,
@@ -11,7 +10,7 @@ import {
   type RedlockError,
 } from '../core/errors.js';
 import { LocalQueue } from '../core/local-queue.js';
-import { Lock, type LockEngine, type ReleaseResult } from '../core/lock.js';
+import { Lock, startExtension, type LockEngine, type ReleaseResult } from '../core/lock.js';
 import { enterSession, LockSession, runInSession } from '../core/lock-session.js';
 import type { MastersHealth } from '../core/master-health.js';
 import type { NodeOutcome } from '../core/node-outcome.js';
@@ -19,8 +18,10 @@ import type { AcquireOptions, LockedRoutine, UsingOptions } from '../core/redloc
 import type { RedlockEngine } from '../core/redlock-engine.js';
 import {
   checkCallOptions,
+  checkProbeTimeout,
   checkResources,
   checkTtl,
+  oneRound,
   resolveOptions,
   resolveWait,
   type RedlockOptions,
@@ -69,6 +70,8 @@ export class InMemoryRedlock extends EventEmitter implements RedlockEngine, Lock
   readonly #elsewhere = new Map<string, string>();
   /** Per resource, how many callers wait for it now. */
   readonly #waiting = new Map<string, number>();
+  /** Per call that may wait, from its start: what makes it give up when releaseAll runs. */
+  readonly #waitingCalls = new Set<AbortController>();
   #tickets = 0;
   #pruneHeldAt = 64;
 
@@ -87,7 +90,7 @@ export class InMemoryRedlock extends EventEmitter implements RedlockEngine, Lock
     options: Pick<AcquireOptions, 'fencing' | 'mode' | 'limit'> = {},
   ): Promise<Lock | null> {
     try {
-      return await this.#acquire(resources, ttlMs, { ...options, retryCount: 0 }, false);
+      return await this.#acquire(resources, ttlMs, oneRound(options), false);
     } catch (error) {
       if (error instanceof LockHeldError) return null;
       throw error;
@@ -110,7 +113,8 @@ export class InMemoryRedlock extends EventEmitter implements RedlockEngine, Lock
   async verifyMasters(): Promise<void> {}
 
   /** One stand-in master, reachable unless the test made the quorum unreachable. */
-  async checkMasters(_timeoutMs?: number): Promise<MastersHealth> {
+  async checkMasters(timeoutMs = 1_000): Promise<MastersHealth> {
+    checkProbeTimeout(timeoutMs);
     const reachable = this.#store.reachable;
     const master = reachable
       ? { node: IN_MEMORY_MASTER, reachable, roundTripMs: 0, votes: true }
@@ -122,7 +126,10 @@ export class InMemoryRedlock extends EventEmitter implements RedlockEngine, Lock
     return new Set([...this.#held].filter((lock) => lock.remainingMs() > 0));
   }
 
+  /** As the real engine's: waiting calls give up first (AcquireAbortedError), so none is handed a lock released here. */
   async releaseAll(reason = 'released at shutdown'): Promise<void> {
+    for (const call of this.#waitingCalls) call.abort(reason);
+    this.#waitingCalls.clear();
     const locks = [...this.#held];
     for (const lock of locks) lock.markLost(new LockLostError(lock.resources, reason));
     await Promise.all(locks.map((lock) => lock.release()));
@@ -217,13 +224,10 @@ export class InMemoryRedlock extends EventEmitter implements RedlockEngine, Lock
 
   /** @internal Use `lock.extend()`. */
   async extendLock(lock: Lock, ttlMs: number): Promise<void> {
-    checkTtl('ttlMs', ttlMs);
-    if (lock.released) throw new LockLostError(lock.resources, 'released');
-    if (lock.remainingMs() <= 0) throw new LockLostError(lock.resources, 'validity expired before the extension');
-    if (lock.extensions >= this.options.maxExtensions) throw new ExtensionLimitError(lock.resources, this.options.maxExtensions);
+    const start = startExtension(lock, ttlMs, this.options);
     await Promise.resolve();
+    // The request may have reached the stand-in master: the narrowed deadline stands.
     if (!this.#store.reachable) throw new QuorumUnreachableError(lock.resources, this.quorum, [unreachable()]);
-    const start = monotonicNow();
     const extended =
       lock.kind.type === 'write' ? this.#store.extend(lock.resources, lock.token, ttlMs) : this.#store.extendShared(lock.resources, lock.token, ttlMs);
     if (extended) {
@@ -259,6 +263,10 @@ export class InMemoryRedlock extends EventEmitter implements RedlockEngine, Lock
     const giveUpAt = monotonicNow() + wait.waitTimeoutMs;
     const line = list.join('\n');
     const waits = queues && wait.retryCount > 0;
+    // From its start, a call that may wait gives up when releaseAll runs: in line, asleep, or about to try.
+    const giveUp = waits ? new AbortController() : undefined;
+    if (giveUp) this.#waitingCalls.add(giveUp);
+    const signal = giveUp ? (options.signal ? AbortSignal.any([options.signal, giveUp.signal]) : giveUp.signal) : options.signal;
     const caller: QueueTicket = { ticket: ++this.#tickets };
     let waiting = false;
     const startWaiting = () => {
@@ -269,13 +277,16 @@ export class InMemoryRedlock extends EventEmitter implements RedlockEngine, Lock
     // permits hold together, so they do not line up (as in the real engine).
     const exclusive = kind.type === 'write';
     const first = exclusive ? this.#localQueue.enter(line) : true;
+    // As the real engine's first try then, a plain SET NX: it sees a semaphore's marker only as a held key.
+    const plainFirstTry = first && exclusive && list.length === 1 && !fencing;
     let predecessorFoundNoQuorum = false;
     if (!first) {
       startWaiting();
       try {
-        predecessorFoundNoQuorum = await this.#joinLocalLine(line, list, options.signal, waits ? wait.waitTimeoutMs : 0);
+        predecessorFoundNoQuorum = await this.#joinLocalLine(line, list, signal, waits ? wait.waitTimeoutMs : 0);
       } catch (error) {
         this.#countWaiting(list, -1);
+        if (giveUp) this.#waitingCalls.delete(giveUp);
         throw error;
       }
     }
@@ -285,9 +296,10 @@ export class InMemoryRedlock extends EventEmitter implements RedlockEngine, Lock
     try {
       for (;;) {
         attempt++;
-        if (options.signal?.aborted) throw new AcquireAbortedError(list, options.signal.reason);
         await Promise.resolve();
-        const result = this.#attempt(list, ttlMs, attempt, fencing, caller, waits, kind);
+        // Checked right before the round, which is synchronous: nothing can give up the call during it.
+        if (signal?.aborted) throw new AcquireAbortedError(list, signal.reason);
+        const result = this.#attempt(list, ttlMs, attempt, fencing, caller, waits, kind, plainFirstTry && attempt === 1);
         if ('lock' in result) return result.lock;
         const left = giveUpAt - monotonicNow();
         if (!result.retryable) unreachableRounds++;
@@ -296,14 +308,17 @@ export class InMemoryRedlock extends EventEmitter implements RedlockEngine, Lock
           foundNoQuorum = !retryable;
           throw result.error;
         }
+        // As the real engine's: a plain try found the key held; the scripted round that queues the caller goes at once.
+        if (plainFirstTry && attempt === 1 && result.error instanceof LockHeldError) continue;
         startWaiting();
         try {
-          await this.#store.sleep(list, Math.min(left, this.#pause(result.error, wait)), options.signal);
+          await this.#store.sleep(list, Math.min(left, this.#pause(result.error, wait)), signal);
         } catch {
-          throw new AcquireAbortedError(list, options.signal?.reason);
+          throw new AcquireAbortedError(list, signal?.reason);
         }
       }
     } finally {
+      if (giveUp) this.#waitingCalls.delete(giveUp);
       if (waiting) this.#countWaiting(list, -1);
       this.#store.leaveQueues(list, caller);
       if (exclusive) this.#localQueue.leave(line, foundNoQuorum);
@@ -332,6 +347,7 @@ export class InMemoryRedlock extends EventEmitter implements RedlockEngine, Lock
     caller: QueueTicket,
     waits: boolean,
     kind: LockKind,
+    plain: boolean,
   ): { lock: Lock } | RoundFailure {
     const start = monotonicNow();
     const token = newToken();
@@ -342,7 +358,7 @@ export class InMemoryRedlock extends EventEmitter implements RedlockEngine, Lock
       outcome = unreachable();
     } else {
       const taken =
-        kind.type === 'write' ? this.#store.take(resources, token, ttlMs, caller, waits) : this.#store.takeShared(resources, token, ttlMs, caller, waits, kind);
+        kind.type === 'write' ? this.#store.take(resources, token, ttlMs, caller, waits, plain) : this.#store.takeShared(resources, token, ttlMs, caller, waits, kind);
       if (!taken.granted && 'mismatch' in taken) throw new LockKindMismatchError(taken.mismatch.resource, describeKind(kind), taken.mismatch.found);
       if (taken.granted) {
         slots = taken.slots;

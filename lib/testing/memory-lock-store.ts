@@ -59,14 +59,15 @@ export class MemoryLockStore {
   /**
    * All or nothing, as the acquire script: every key free (or ours) and no waiter queued ahead of
    * `caller`, or nothing is taken. A refused caller that will wait joins each resource's queue.
+   * A `plain` take is a SET NX: a semaphore's marker is only a held key to it, not another kind.
    */
-  take(resources: readonly string[], token: string, ttlMs: number, caller: QueueTicket, enlist: boolean): TakeOutcome {
+  take(resources: readonly string[], token: string, ttlMs: number, caller: QueueTicket, enlist: boolean, plain = false): TakeOutcome {
     let blocked = false;
     let retryAfterMs: number | undefined;
     const now = monotonicNow();
     for (const resource of resources) {
       const shared = this.#liveShared(resource);
-      if (shared?.kind.type === 'permit') return { granted: false, mismatch: { resource, found: describeKind(shared.kind) } };
+      if (shared?.kind.type === 'permit' && !plain) return { granted: false, mismatch: { resource, found: describeKind(shared.kind) } };
       if (shared) {
         blocked = true;
         retryAfterMs = Math.max(retryAfterMs ?? 0, Math.ceil(latest(shared) - now));

@@ -91,6 +91,20 @@ export function sharedLockContract(target: () => LockTarget): void {
       await permit.release();
     });
 
+    it("a plain lock's tryAcquire on a resource held by permits answers null; a round that reads the kind says LockKindMismatchError", async () => {
+      const { locks } = await app();
+      const permit = await locks.acquire('sem:3', TTL_MS, { limit: 2 });
+      // Its one round is a plain SET NX, which sees the key taken and nothing more (as for any holder).
+      expect(await locks.tryAcquire('sem:3', TTL_MS)).toBeNull();
+      // A fenced call's round, and a waiting call's next one, are scripted: they see the semaphore's marker.
+      for (const call of [() => locks.tryAcquire('sem:3', TTL_MS, { fencing: true }), () => locks.acquire('sem:3', TTL_MS, { waitTimeoutMs: TTL_MS })]) {
+        const error = await call().catch((e: unknown) => e);
+        expect(error).toBeInstanceOf(LockKindMismatchError);
+        expect(error).toMatchObject({ resource: 'sem:3', requested: 'lock', found: 'limit 2' });
+      }
+      await permit.release();
+    });
+
     it('a reader or a permit lost on the masters finds out at its next extension, and its signal fires', async () => {
       const { locks, faults } = await app();
       for (const [resource, options] of [['doc:lost', { mode: 'read' as const }], ['sem:lost', { limit: 3 }]] as const) {

@@ -121,6 +121,16 @@ describe('engine options', () => {
     ['fenceTimeFloor', 'false'],
     ['restartQuarantineMs', -5],
     ['restartQuarantineMs', '10000'],
+    ['restartQuarantineMs', true],
+    // Left out is the default; null is a value, and not one of the type asked for.
+    ['keyPrefix', null],
+    ['fencing', null],
+    ['logger', null],
+    ['retryCount', null],
+    ['maxExtensions', null],
+    ['restartQuarantineMs', null],
+    // A node timeout longer than a timer can wait would time every master out after 1 ms.
+    ['nodeTimeoutMs', 2 ** 31],
   ])('%s: %j is refused with a typed error naming it', (argument, value) => {
     const options = argument === 'options' ? value : { ...FRESH_FLEET, [argument]: value };
     expect(() => new Redlock(clients, options as object)).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT', argument }));
@@ -143,6 +153,65 @@ describe('engine options', () => {
   it('accepts prefixes that cannot collide', async () => {
     const engine = new Redlock(clients, { ...FRESH_FLEET, keyPrefix: 'app:lock:', queueKeyPrefix: 'app:queue:', fenceKeyPrefix: 'app:fence:' });
     await (await engine.acquire('x', 1_000)).release();
+  });
+});
+
+describe('per-call options', () => {
+  const callsWith = (options: object) => [
+    () => redlock.acquire('per-call', 1_000, options),
+    () => redlock.tryAcquire('per-call', 1_000, options),
+    () => redlock.using('per-call', 1_000, async () => 'ran', options),
+    () => redlock.enter('per-call', 1_000, options),
+  ];
+
+  it.each<[string, Record<string, unknown>, string]>([
+    ['fencing', { fencing: 'false' }, '"false" (expected true or false)'],
+    ['fencing', { fencing: 0 }, '0 (expected true or false)'],
+    ['fencing', { fencing: null }, 'null (expected true or false)'],
+    ['autoExtend', { autoExtend: 'no' }, '"no" (expected true or false)'],
+    ['mode', { mode: 'READ' }, `"READ" (expected 'read' or 'write')`],
+    ['mode', { mode: null }, `null (expected 'read' or 'write')`],
+    ['limit', { limit: '2' }, '"2" (expected a whole number'],
+    ['retryCount', { retryCount: '3' }, '"3" (expected a non-negative integer or Infinity)'],
+    ['retryCount', { retryCount: null }, 'null (expected a non-negative integer or Infinity)'],
+    ['waitTimeoutMs', { waitTimeoutMs: '100' }, '"100" (expected a number of ms'],
+    ['retryDelayMs', { retryDelayMs: null }, 'null (expected a number of ms'],
+    ['retryJitterMs', { retryJitterMs: {} }, 'object (expected a number of ms'],
+  ])('%s in %j is refused by every call before anything is taken, naming the option, the value and what was expected', async (argument, options, shown) => {
+    for (const call of callsWith(options)) {
+      const error = await call().catch((e: unknown) => e);
+      expect(invalid(argument)(error)).toBe(true);
+      expect((error as Error).message).toContain(`invalid ${argument}: ${shown}`);
+    }
+    expect(redlock.heldLocks.size).toBe(0);
+    for (const client of clients) expect(await client.exists('redlock:per-call', 'redlock-fence:per-call')).toBe(0);
+  });
+
+  it('a reentrant call, which acquires nothing, still refuses options of the wrong type', async () => {
+    const refused = await redlock.using('per-call-outer', 1_000, async () => {
+      const errors = [];
+      for (const options of [{ retryCount: 'x' }, { autoExtend: 'no' }, { fencing: 'yes' }]) {
+        errors.push(await redlock.using('per-call-outer', 1_000, async () => 'ran', options as object).catch((e: unknown) => e));
+      }
+      return errors;
+    });
+    expect(refused.map((error) => (error as InvalidArgumentError).argument)).toEqual(['retryCount', 'autoExtend', 'fencing']);
+  });
+
+  it.each<[string, unknown]>([
+    ['a string', 'fenced'],
+    ['null', null],
+    ['an array', [true]],
+  ])('tryAcquire options that are %s are refused, not spread into options', async (_name, options) => {
+    const error = await redlock.tryAcquire('per-call', 1_000, options as object).catch((e: unknown) => e);
+    expect(invalid('options')(error)).toBe(true);
+    for (const client of clients) expect(await client.exists('redlock:per-call')).toBe(0);
+  });
+});
+
+describe('checkMasters', () => {
+  it.each<[unknown]>([['500'], [0], [-1], [2 ** 31], [Number.NaN]])('refuses a PING timeout of %s, which a timer would not wait out', async (timeoutMs) => {
+    await expect(redlock.checkMasters(timeoutMs as number)).rejects.toSatisfy(invalid('timeoutMs'));
   });
 });
 

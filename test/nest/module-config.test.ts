@@ -195,6 +195,36 @@ class BadTtl {
   async run() {}
 }
 
+@Injectable()
+class TextTtl {
+  @WithLock('x', '5000' as never)
+  async run() {}
+}
+
+@Injectable()
+class TextAutoExtend {
+  @WithLock('x', { autoExtend: 'no' as never })
+  async run() {}
+}
+
+@Injectable()
+class TextWaitTimeout {
+  @WithLock('x', { waitTimeoutMs: '100' as never })
+  async run() {}
+}
+
+@Injectable()
+class NullOnLocked {
+  @WithLock('x', { onLocked: null as never })
+  async run() {}
+}
+
+@Injectable()
+class NumericMode {
+  @WithLock('x', { mode: 1 as never })
+  async run() {}
+}
+
 @Controller('undecorated')
 class UndecoratedParam {
   @Get(':id')
@@ -242,6 +272,11 @@ describe('configuration mistakes fail at bootstrap with a message naming the opt
     ['a negative default wait', () => ({ defaultWait: { waitTimeoutMs: -1 } }), /options\.defaultWait\.waitTimeoutMs must be a finite number/],
     ['an errorMapper that is not a function', () => ({ errorMapper: 'map' as never }), /options\.errorMapper must be a function/],
     ['a bad engine option', () => ({ driftFactor: 0.7 }), /^RedlockModule: invalid options\.driftFactor: 0\.7/],
+    ['fencing given as text', () => ({ fencing: 'false' as never }), /^RedlockModule: invalid options\.fencing: "false" \(expected true or false\)$/],
+    ['a logger given as null', () => ({ logger: null as never }), /^RedlockModule: invalid options\.logger: null \(expected an object with a warn/],
+    ['a retry count given as null', () => ({ retryCount: null as never }), /^RedlockModule: invalid options\.retryCount: null/],
+    ['a default wait policy given as null', () => ({ defaultWait: { onLocked: null as never } }), /options\.defaultWait\.onLocked must be 'wait' or 'fail' \(got null\)/],
+    ['a default wait longer than a timer can wait', () => ({ defaultWait: { waitTimeoutMs: 2 ** 31 } }), /options\.defaultWait\.waitTimeoutMs must be .*at most 2147483647 \(got 2147483648\)/],
   ])('%s', async (_name, override, message) => {
     const options = { ...fleetOptions(fleet), ...override() } as RedlockModuleOptions;
     for (const register of [
@@ -260,6 +295,11 @@ describe('configuration mistakes fail at bootstrap with a message naming the opt
     ['a template reading past the parameters', { providers: [TooFarKey] }, /^@WithLock on TooFarKey\.run: lock key template "x:\{1\}" reads argument 1 in \{1\}, but TooFarKey\.run declares 1 parameter$/],
     ['a template syntax error', { providers: [BrokenTemplate] }, /^@WithLock on BrokenTemplate\.run: lock key template "x:\{0" has an unclosed "\{"/],
     ['a bad ttl on the decorator', { providers: [BadTtl] }, /^@WithLock on BadTtl\.run: ttlMs must be a positive integer number of ms \(got -1\)$/],
+    ['a ttl given as text', { providers: [TextTtl] }, /^@WithLock on TextTtl\.run: ttlMs must be a positive integer number of ms \(got "5000"\)$/],
+    ['autoExtend given as text', { providers: [TextAutoExtend] }, /^@WithLock on TextAutoExtend\.run: autoExtend must be true or false \(got "no"\)$/],
+    ['a wait given as text', { providers: [TextWaitTimeout] }, /^@WithLock on TextWaitTimeout\.run: waitTimeoutMs must be a finite number of ms >= 0.* \(got "100"\)$/],
+    ['onLocked given as null', { providers: [NullOnLocked] }, /^@WithLock on NullOnLocked\.run: onLocked must be 'wait', 'fail' or 'skip' \(got null\)$/],
+    ['a mode that is not one', { providers: [NumericMode] }, /^@WithLock on NumericMode\.run: invalid mode: 1 \(expected 'read' or 'write'\)$/],
     ['a route key reading an undecorated parameter', { controllers: [UndecoratedParam] }, /^@WithLock on UndecoratedParam\.get: the lock key reads argument 1, which has no parameter decorator/],
     ['a controller method that is not a handler', { controllers: [HelperOnController] }, /^@WithLock on HelperOnController\.helper: not a route or message handler/],
   ])('%s (and the connections opened are closed again)', async (_name, metadata, message) => {

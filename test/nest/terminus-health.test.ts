@@ -84,6 +84,14 @@ describe('RedlockHealthIndicator', () => {
     expect(await Promise.all(alive.map((client) => client.dbsize()))).toEqual([0, 0]);
   });
 
+  it('refuses options of the wrong type with InvalidArgumentError naming them, rather than probing with them', async () => {
+    const app = await createApp({ imports: [RedlockModule.forRoot({ ...fleetOptions(fleet), isGlobal: true }), TerminusModule], providers: [RedlockHealthIndicator] });
+    const indicator = app.get(RedlockHealthIndicator);
+    for (const [options, argument] of [[{ timeoutMs: '500' }, 'timeoutMs'], [{ timeoutMs: 0 }, 'timeoutMs'], [{ timeoutMs: 2 ** 31 }, 'timeoutMs'], [null, 'options']] as const) {
+      await expect(indicator.isHealthy('redlock', options as never)).rejects.toMatchObject({ code: 'INVALID_ARGUMENT', argument });
+    }
+  });
+
   it('is down while a majority is in restart quarantine, says for how long, and up again after', async () => {
     const health = await healthApp({ restartQuarantineMs: 2_000 });
     // The fleet itself may be younger than the window: wait until it has aged past it.
