@@ -77,6 +77,12 @@ export interface WorkerConfig {
   lossyReplies?: boolean;
   /** stall mode: how long to block the event loop while holding. */
   stallMs?: number;
+  /**
+   * loop mode: this share of cycles hold the lock through `using`, and start inside it a task
+   * that outlives it and takes the same lock again after the outer call released it (see
+   * reentryCycle in worker.ts).
+   */
+  detachedReentry?: number;
 }
 
 export interface WorkerSummary {

@@ -29,6 +29,7 @@ export function loopWorker(proc: string, urls: string[], overrides: Partial<Work
     holdMs: 3,
     pauseMs: 15,
     waitTimeoutMs: 5_000,
+    detachedReentry: 0.2,
     ...overrides,
   };
 }

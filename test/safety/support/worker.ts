@@ -111,12 +111,7 @@ async function acquire(engine: Engine, cycle: Cycle): Promise<Lock | undefined> 
     observing = observed;
     const acquiring = single
       ? engine.redlock.tryAcquire(resource, ttl, { fencing: true, ...cycle.shape })
-      : engine.redlock.acquire(resource, ttl, {
-          ...cycle.shape,
-          fencing: cycle.shape.fencing ?? true,
-          signal: stopping.signal,
-          waitTimeoutMs: config.waitTimeoutMs ?? 10_000,
-        });
+      : engine.redlock.acquire(resource, ttl, waitingOptions(cycle));
     observing = undefined;
     const lock = await acquiring;
     if (!lock) {
@@ -124,28 +119,39 @@ async function acquire(engine: Engine, cycle: Cycle): Promise<Lock | undefined> 
       record({ worker, op: 'acquire', phase: 'fail', id, resource, code: 'LOCK_HELD' });
       return undefined;
     }
-    record({
-      worker,
-      op: 'acquire',
-      phase: 'ok',
-      id,
-      resource,
-      ttl,
-      single: oneRound,
-      ...(observed.handedOff ? { handedOff: true } : {}),
-      driftFactor: engine.redlock.options.driftFactor,
-      token: lock.token,
-      fence: lock.fence,
-      validUntil: validUntil(lock),
-      ...(lock.mode === 'read' ? { mode: 'read' as const } : {}),
-      ...(lock.limit > 1 ? { limit: lock.limit } : {}),
-    });
+    acquired(engine, cycle, lock, observed.handedOff, oneRound);
     return lock;
   } catch (error) {
     acquireFailures++;
     record({ worker, op: 'acquire', phase: 'fail', id, resource, code: codeOf(error), error: messageOf(error) });
     return undefined;
   }
+}
+
+/** The options of a waiting acquire for this cycle's shape: fenced unless the shape says not. */
+function waitingOptions(cycle: Cycle) {
+  return { ...cycle.shape, fencing: cycle.shape.fencing ?? true, signal: stopping.signal, waitTimeoutMs: config.waitTimeoutMs ?? 10_000 };
+}
+
+/** Records a successful acquire: the lock as the caller may now rely on it. */
+function acquired(engine: Engine, cycle: Cycle, lock: Lock, handedOff: boolean, oneRound = false): void {
+  const { worker, resource, ttl, id } = cycle;
+  record({
+    worker,
+    op: 'acquire',
+    phase: 'ok',
+    id,
+    resource,
+    ttl,
+    single: oneRound,
+    ...(handedOff ? { handedOff: true } : {}),
+    driftFactor: engine.redlock.options.driftFactor,
+    token: lock.token,
+    fence: lock.fence,
+    validUntil: validUntil(lock),
+    ...(lock.mode === 'read' ? { mode: 'read' as const } : {}),
+    ...(lock.limit > 1 ? { limit: lock.limit } : {}),
+  });
 }
 
 async function storeOp(cycle: Cycle, lock: Lock, op: 'read' | 'write', values: { value?: number; plain?: number } = {}) {
@@ -278,6 +284,67 @@ async function loopCycle(engine: Engine, worker: number, resource: string): Prom
   return true;
 }
 
+/**
+ * With `detachedReentry`: holds the lock through `using`, and inside it starts a task that
+ * outlives the call (as a handler's fire-and-forget work does: a timer, a listener, a promise
+ * nobody awaits) and asks for the same lock once the outer call has released it. The task
+ * inherits the outer call's async context; it must take the lock for real, and the checker judges
+ * its hold like any other (an engine that let it re-enter the released lock shows as a hold with
+ * no validity, and as overlaps and lost updates).
+ */
+async function reentryCycle(engine: Engine, worker: number, resource: string): Promise<boolean> {
+  let outerReturned!: () => void;
+  const afterOuter = new Promise<void>((resolve) => (outerReturned = resolve));
+  let detached: Promise<boolean> | undefined;
+  const held = await usingCycle(engine, newCycle(worker, resource), () => {
+    detached = afterOuter.then(() => usingCycle(engine, newCycle(worker, resource)));
+  });
+  outerReturned();
+  await detached;
+  return held;
+}
+
+/** One cycle whose lock `using` takes and releases; `inside` runs first thing under the lock. */
+async function usingCycle(engine: Engine, cycle: Cycle, inside?: () => void): Promise<boolean> {
+  const { worker, resource, ttl, id } = cycle;
+  record({ worker, op: 'acquire', phase: 'invoke', id, resource, ttl });
+  const observed = { handedOff: false };
+  let held: Lock | undefined;
+  try {
+    observing = observed;
+    const using = engine.redlock.using(
+      resource,
+      ttl,
+      async (_signal, lock) => {
+        held = lock;
+        acquired(engine, cycle, lock, observed.handedOff);
+        inside?.();
+        if (sharesResource(cycle.shape)) {
+          if (config.holdMs) await sleep(random(config.holdMs));
+        } else {
+          await readModifyWrite(cycle, lock);
+        }
+        record({ worker, op: 'release', phase: 'invoke', id: `${id}:release`, resource, token: lock.token });
+      },
+      { ...waitingOptions(cycle), autoExtend: false },
+    );
+    observing = undefined;
+    await using;
+    record({ worker, op: 'release', phase: 'ok', id: `${id}:release`, resource, token: held!.token });
+  } catch (error) {
+    observing = undefined;
+    if (held) {
+      record({ worker, op: 'release', phase: 'unknown', id: `${id}:release`, resource, token: held.token, code: codeOf(error), error: messageOf(error) });
+    } else {
+      acquireFailures++;
+      record({ worker, op: 'acquire', phase: 'fail', id, resource, code: codeOf(error), error: messageOf(error) });
+    }
+    return held !== undefined;
+  }
+  cycles++;
+  return true;
+}
+
 async function stallCycle(engine: Engine, worker: number, resource: string): Promise<boolean> {
   // Fenced: the stalled holder's late write must be turned away by its fence.
   const cycle = newCycle(worker, resource, { ...cycleShape(config.shared), fencing: true });
@@ -344,6 +411,11 @@ async function probeCycle(engine: Engine, worker: number): Promise<void> {
   }
 }
 
+/** Whether this loop cycle is a detached reentry's (see reentryCycle): not with lost replies or tryAcquire, whose cycles have their own shape. */
+function reentersDetached(): boolean {
+  return !config.lossyReplies && !config.single && !config.extendTtls && Math.random() < (config.detachedReentry ?? 0);
+}
+
 // ---------------------------------------------------------------- main
 
 async function runLoops(engineFor: (worker: number) => Engine): Promise<void> {
@@ -354,7 +426,12 @@ async function runLoops(engineFor: (worker: number) => Engine): Promise<void> {
       if (config.mode === 'probe') {
         await probeCycle(engine, worker);
       } else {
-        const held = config.mode === 'stall' ? await stallCycle(engine, worker, resource) : await loopCycle(engine, worker, resource);
+        const held =
+          config.mode === 'stall'
+            ? await stallCycle(engine, worker, resource)
+            : reentersDetached()
+              ? await reentryCycle(engine, worker, resource)
+              : await loopCycle(engine, worker, resource);
         if (!held) await backOff();
       }
       if (config.pauseMs) await sleep(random(config.pauseMs), undefined, { signal: stopping.signal }).catch(() => {});
