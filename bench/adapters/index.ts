@@ -5,6 +5,13 @@ import { RedisSemaphoreAdapter } from './redis-semaphore.js';
 import { RedlockUniversalAdapter } from './redlock-universal.js';
 import { InProcessLimitAdapter } from './in-process-limit.js';
 
+/**
+ * `REDLOCK_BASE_DIR=<a checkout of another commit, with node_modules>`: the engine of that
+ * checkout runs beside ours in every scenario, right after it, for what a change costs measured
+ * side by side in one run (`git worktree add /tmp/base <commit>`, then link node_modules).
+ */
+const BASE_DIR = process.env['REDLOCK_BASE_DIR'];
+
 /** Ours first; the rest are the peers of the issue, compared with the best of them. */
 const FACTORIES = {
   'nestjs-redlock': () => new NestjsRedlockAdapter(),
@@ -20,6 +27,7 @@ const FACTORIES = {
  */
 const VARIANTS = {
   'nestjs-redlock+otel': () => new NestjsRedlockAdapter({ telemetry: {} }),
+  'nestjs-redlock@base': () => new NestjsRedlockAdapter({ baseDir: BASE_DIR }),
 } satisfies Record<string, () => LockAdapter>;
 
 /** The contended scenarios' physical limit (no Redis lock at all): a reference row, never a peer. */
@@ -30,7 +38,7 @@ const REFERENCES = {
 export type LibraryId = keyof typeof FACTORIES | keyof typeof VARIANTS | keyof typeof REFERENCES;
 export const OURS: LibraryId = 'nestjs-redlock';
 export const LIMIT: LibraryId = 'limit';
-export const LIBRARIES = Object.keys(FACTORIES) as LibraryId[];
+export const LIBRARIES = (BASE_DIR ? [OURS, 'nestjs-redlock@base', ...Object.keys(FACTORIES).slice(1)] : Object.keys(FACTORIES)) as LibraryId[];
 
 export function createAdapter(id: LibraryId): LockAdapter {
   const factory =

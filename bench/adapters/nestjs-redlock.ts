@@ -1,3 +1,6 @@
+import { execFileSync } from 'node:child_process';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import type { Redis } from 'ioredis';
 import { Redlock, type Lock } from '../../lib/core/index.js';
 import { RedlockTelemetry, type RedlockTelemetryOptions } from '../../lib/opentelemetry/index.js';
@@ -18,9 +21,16 @@ export class NestjsRedlockAdapter implements LockAdapter<Lock> {
    * With `telemetry`, the OpenTelemetry SDK is installed in the process (bench/support/otel-sdk.ts)
    * and the engine reports to it through `new RedlockTelemetry(telemetry)`.
    */
-  constructor({ telemetry }: { telemetry?: RedlockTelemetryOptions } = {}) {
+  readonly #baseDir: string | undefined;
+
+  /**
+   * With `baseDir`, the engine is the one in that checkout's lib/ (another commit's), for a
+   * comparison side by side in one run.
+   */
+  constructor({ telemetry, baseDir }: { telemetry?: RedlockTelemetryOptions; baseDir?: string } = {}) {
     this.#telemetry = telemetry;
-    this.name = telemetry ? 'nestjs-redlock + OpenTelemetry' : 'nestjs-redlock';
+    this.#baseDir = baseDir;
+    this.name = telemetry ? 'nestjs-redlock + OpenTelemetry' : baseDir ? `nestjs-redlock at ${commitOf(baseDir)} (base)` : 'nestjs-redlock';
     this.settings =
       `waitTimeoutMs ${WAIT_MS}; default retryDelayMs 50 + retryJitterMs 50 (uniform)` +
       (telemetry ? `; instrumentation: new RedlockTelemetry(${JSON.stringify(telemetry)}) over the installed SDK` : '');
@@ -30,7 +40,8 @@ export class NestjsRedlockAdapter implements LockAdapter<Lock> {
     this.#clients = await connect(urls, options.autoPipelining);
     if (this.#telemetry) this.#sdk = installOtelSdk();
     const instrumentation = this.#telemetry ? new RedlockTelemetry(this.#telemetry) : undefined;
-    this.#redlock = new Redlock(this.#clients, { waitTimeoutMs: WAIT_MS, instrumentation });
+    const Engine = this.#baseDir ? ((await import(pathToFileURL(join(this.#baseDir, 'lib/core/index.ts')).href)) as { Redlock: typeof Redlock }).Redlock : Redlock;
+    this.#redlock = new Engine(this.#clients, { waitTimeoutMs: WAIT_MS, instrumentation });
   }
 
   acquire(key: string, ttlMs: number): Promise<Lock> {
@@ -49,5 +60,13 @@ export class NestjsRedlockAdapter implements LockAdapter<Lock> {
     this.#redlock?.close(); // the connections it opened itself (wake-up subscribers)
     disconnect(this.#clients);
     await this.#sdk?.uninstall();
+  }
+}
+
+function commitOf(dir: string): string {
+  try {
+    return execFileSync('git', ['-C', dir, 'rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim();
+  } catch {
+    return dir;
   }
 }
