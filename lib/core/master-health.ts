@@ -1,7 +1,7 @@
 import { monotonicNow } from './clock.js';
 import { quorumResumesInMs } from './node-outcome.js';
-import { errorText, NodeDuplicateError, NodeQuarantinedError, type RedisNode } from './redis-node.js';
-import type { VoterAdmission } from './voter-admission.js';
+import { errorText, NodeQuarantinedError, type RedisNode } from './redis-node.js';
+import { NodeDuplicateError, type VoterAdmission } from './voter-admission.js';
 
 /** What one master looks like to a health check: never credentials, never a lock key written. */
 export interface MasterHealth {
