@@ -70,7 +70,10 @@ export class ClusterVoter extends RedisNode {
   }
 
   async #learn(): Promise<void> {
-    const [nodes] = await Promise.all([this.cluster.cluster('NODES'), this.#shards && this.#learnOwners(this.#shards)]);
+    // Right after it connects, the client replaces its connections to the startup nodes by those of
+    // the slot map: a command caught in between fails ("Connection is closed"), once.
+    const members = () => this.cluster.cluster('NODES');
+    const [nodes] = await Promise.all([members().catch(members), this.#shards && this.#learnOwners(this.#shards)]);
     this.#members = clusterMembers(String(nodes));
   }
 
