@@ -215,6 +215,24 @@ describe('shard failover under a held lock', () => {
     await lock.release();
   }, 60_000);
 
+  it('a shard failover changes no voter identity: a second Cluster client and a plain client of the demoted master are still found', async () => {
+    const nodes = suite.cluster().startupNodes();
+    const [standalone] = await plainClients();
+    const before = voters([clusterClient(), clusterClient([...nodes.slice(2), ...nodes.slice(0, 2)]), standalone!]);
+    await expect(before.verifyMasters()).rejects.toThrow(/the same Redis Cluster \(a node in common\) as clients\[0\]/);
+    const master = await suite.cluster().masterOf('{across}');
+    const [demoted] = await plainClients([suite.cluster().fleet.nodes[master]!.url]);
+    const promoted = await suite.cluster().replicaOf(master);
+    await suite.cluster().failover(promoted);
+
+    // The engine that identified both before still counts the cluster once.
+    await heldOnStandalone('across');
+    expect(await before.tryAcquire('across', 10_000, { fencing: true })).toBeNull();
+    // A new engine, given the promoted replica first: the demoted master (a replica now) is a node of its cluster.
+    const after = voters([clusterClient([nodes[promoted]!]), demoted!, standalone!]);
+    await expect(after.verifyMasters()).rejects.toThrow(/^invalid clients\[1\]: "127\.0\.0\.1:\d+" \(a node of the Redis Cluster clients\[0\]/);
+  }, 60_000);
+
   it('a killed shard master whose replica lacked the key: quarantined, no second holder (and without it, one)', async () => {
     const windowMs = 1_500;
     // Held on the cluster and standalone master 0; the shard's new master lacks the key.
