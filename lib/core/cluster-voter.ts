@@ -10,7 +10,7 @@ import {
   takesPerKey,
   type LuaScript,
 } from './lua-scripts.js';
-import { RedisNode, type FreeRequest } from './redis-node.js';
+import { clusterNodeKey, RedisNode, type FreeRequest } from './redis-node.js';
 import type { ReplicaWait } from './replica-acks.js';
 import type { ShardQuarantine } from './shard-quarantine.js';
 
@@ -24,7 +24,8 @@ import type { ShardQuarantine } from './shard-quarantine.js';
 export class ClusterVoter extends RedisNode {
   #shards: ShardQuarantine | undefined;
   #learning: Promise<void> | undefined;
-  #learnt = false;
+  /** Every node of the cluster (CLUSTER NODES), as identity keys; undefined until read. */
+  #members: ReadonlySet<string> | undefined;
 
   constructor(readonly cluster: Cluster) {
     super(cluster as unknown as Redis);
@@ -37,10 +38,20 @@ export class ClusterVoter extends RedisNode {
 
   /**
    * Identity is judged per reply, against who owned each slot when the voter was first
-   * identified: until that is known (undefined), votes wait for it, and fail if it cannot be read.
+   * identified: until that, and who the cluster is, are known (undefined), votes wait for them,
+   * and fail if they cannot be read.
    */
   override uptimeMs(): number | undefined {
-    return this.#learnt || !this.#shards ? Number.MAX_SAFE_INTEGER : undefined;
+    return this.#members ? Number.MAX_SAFE_INTEGER : undefined;
+  }
+
+  /**
+   * The cluster's node ids, masters and replicas: what another Cluster client of the same cluster
+   * (given other startup nodes) or a plain client of one of its nodes shares with this voter.
+   * They outlast failovers and restarts (nodes.conf), unlike run_ids.
+   */
+  override get identity(): ReadonlySet<string> {
+    return this.#members ?? NO_MEMBERS;
   }
 
   /** How much longer the longest restart quarantine of one of its shards lasts, if any does. */
@@ -48,23 +59,29 @@ export class ClusterVoter extends RedisNode {
     return this.#shards?.longestMs();
   }
 
-  /** Reads who owns every slot now, so that a failover after this is seen as one. */
-  override identify(): Promise<void> {
-    if (!this.#shards) return Promise.resolve();
+  /** Reads who the cluster is and, with the shards watched, who owns every slot now, so that a failover after this is seen as one. */
+  override identify(_onRestart?: unknown, onIdentified: () => void = () => {}): Promise<void> {
     // One reading shared by every caller (verifyMasters waits for the same one the constructor began).
-    this.#learning ??= this.#learnOwners().catch((error: unknown) => {
+    this.#learning ??= this.#learn().then(onIdentified, (error: unknown) => {
       this.#learning = undefined;
       throw error;
     });
     return this.#learning;
   }
 
+  async #learn(): Promise<void> {
+    // Right after it connects, the client replaces its connections to the startup nodes by those of
+    // the slot map: a command caught in between fails ("Connection is closed"), once.
+    const members = () => this.cluster.cluster('NODES');
+    const [nodes] = await Promise.all([members().catch(members), this.#shards && this.#learnOwners(this.#shards)]);
+    this.#members = clusterMembers(String(nodes));
+  }
+
   /**
    * Who owns each slot: CLUSTER SLOTS, then per range a script routed by a key of that range,
    * as a vote is routed, saying which server ran it.
    */
-  async #learnOwners(): Promise<void> {
-    const shards = this.#shards!;
+  async #learnOwners(shards: ShardQuarantine): Promise<void> {
     const ranges = (await this.cluster.cluster('SLOTS')) as unknown as [number, number][];
     const owners = new Map<number, ShardIdentity>();
     await Promise.all(
@@ -74,7 +91,6 @@ export class ClusterVoter extends RedisNode {
       }),
     );
     shards.learn(owners);
-    this.#learnt = true;
   }
 
   override take(key: string, token: string, ttlMs: number, _acks?: ReplicaWait): Promise<unknown> {
@@ -149,4 +165,17 @@ function keyInSlots(from: number, to: number): string {
 
 function granted(reply: unknown): boolean {
   return Array.isArray(reply) && reply[0] === 1;
+}
+
+const NO_MEMBERS: ReadonlySet<string> = new Set();
+
+/** The node ids in CLUSTER NODES ("<id> <ip:port@cport> <flags> ..." per line), but nodes still in handshake, whose ids are provisional. */
+function clusterMembers(nodes: string): ReadonlySet<string> {
+  const members = new Set<string>();
+  for (const line of nodes.split('\n')) {
+    const [id, , flags] = line.trim().split(' ');
+    if (id && flags !== undefined && !flags.split(',').includes('handshake')) members.add(clusterNodeKey(id));
+  }
+  if (members.size === 0) throw new Error('CLUSTER NODES named no node');
+  return members;
 }

@@ -31,6 +31,6 @@ export {
   type RedlockErrorCode,
 } from './errors.js';
 export type { QuarantineNotice } from './restart-quarantine.js';
-export type { DuplicateMaster } from './voter-admission.js';
+export type { DuplicateKind, DuplicateMaster } from './voter-admission.js';
 export type { MasterHealth, MastersHealth } from './master-health.js';
 export { nextFence } from './fence.js';

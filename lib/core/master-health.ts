@@ -1,7 +1,7 @@
 import { monotonicNow } from './clock.js';
 import { quorumResumesInMs } from './node-outcome.js';
-import { errorText, NodeDuplicateError, NodeQuarantinedError, type RedisNode } from './redis-node.js';
-import type { VoterAdmission } from './voter-admission.js';
+import { errorText, NodeQuarantinedError, type RedisNode } from './redis-node.js';
+import { NodeDuplicateError, type VoterAdmission } from './voter-admission.js';
 
 /** What one master looks like to a health check: never credentials, never a lock key written. */
 export interface MasterHealth {
@@ -89,7 +89,7 @@ export function describeMasters({ quorum, voting, masters, availableInMs }: Mast
   const unreachable = masters.filter((master) => !master.reachable).length;
   if (unreachable) text += `; ${unreachable} unreachable`;
   const duplicates = masters.filter((master) => master.sameServerAs !== undefined).length;
-  if (duplicates) text += `; ${duplicates} listed twice (the same server as another)`;
+  if (duplicates) text += `; ${duplicates} listed twice (the same server or Redis Cluster as another)`;
   const quarantined = masters.filter((master) => master.quarantinedForMs !== undefined);
   if (quarantined.length) {
     const longest = Math.max(...quarantined.map((master) => master.quarantinedForMs!));

@@ -1,8 +1,8 @@
 import type { Redis, RedisKey } from 'ioredis';
 import { monotonicNow } from './clock.js';
 import { CommandBatch, TickLane } from './command-batch.js';
-import { InvalidArgumentError } from './errors.js';
 import type { MasterAddress } from './instrumentation.js';
+import { masterAddress } from './master-address.js';
 import {
   freedPerKey,
   QUEUE_ENTRY_STAY_MS,
@@ -15,7 +15,6 @@ import {
 } from './lua-scripts.js';
 import { redactCredentials } from './redact.js';
 import { AckedReply, shortestWait, waitForReplicas, type ReplicaWait } from './replica-acks.js';
-import { isSentinelManaged, sentinelAddress, sentinelKeys, sentinelVoterProblem, type SentinelAddressOptions } from './sentinel-voter.js';
 
 /** What the engine learns when a master's identity check finds it restarted or replaced. */
 export interface NodeRestart {
@@ -68,17 +67,6 @@ export class NodeReconnectedError extends Error {
   }
 }
 
-/** A vote that must never count: the server behind this name is already a voter under another. */
-export class NodeDuplicateError extends Error {
-  constructor(
-    readonly node: string,
-    readonly sameAs: string,
-    readonly sameAsIndex: number,
-  ) {
-    super(`same server (run_id) as clients[${sameAsIndex}] (${sameAs}); its votes do not count twice`);
-  }
-}
-
 /**
  * One independent Redis master. Runs the lock scripts by EVALSHA and falls back to EVAL when
  * the server has lost its script cache (restart, SCRIPT FLUSH), without registering commands
@@ -91,6 +79,8 @@ export class RedisNode {
   readonly address: MasterAddress;
   #startedAt: number | undefined;
   #runId: string | undefined;
+  #identity: ReadonlySet<string> = new Set();
+  #clusterNodeId: string | undefined;
   /** run_id and replication id: the server and its tenure as a master. */
   #term: string | undefined;
   #identifying: Promise<void> | undefined;
@@ -230,7 +220,7 @@ export class RedisNode {
    * has been up. Every closed connection forgets it: a restart always breaks the connection,
    * so no vote is counted from a server that has not been identified since.
    */
-  identify(onRestart: (restart: NodeRestart) => void, onIdentified: (runId: string) => void = () => {}): Promise<void> {
+  identify(onRestart: (restart: NodeRestart) => void, onIdentified: () => void = () => {}): Promise<void> {
     if (!this.#watching) {
       this.#watching = true;
       this.client.on('close', () => {
@@ -277,8 +267,26 @@ export class RedisNode {
     return this.#runId;
   }
 
-  async #readIdentity(onRestart: (restart: NodeRestart) => void, onIdentified: (runId: string) => void): Promise<void> {
-    const [info, replication] = await Promise.all([this.client.info('server'), this.client.info('replication')]);
+  /**
+   * Who this voter is, for telling two names of one voter apart: the server's run_id, or for a
+   * Redis Cluster node its node id (what a Cluster voter of its cluster knows it by). Empty until
+   * identified; kept after the connection closes, until read again.
+   */
+  get identity(): ReadonlySet<string> {
+    return this.#identity;
+  }
+
+  /**
+   * Set when the server is a Redis Cluster node (INFO cluster: `cluster_enabled:1`): a plain
+   * client of one shard is no voter (its scripts fail with CROSSSLOT or MOVED, or see one shard's
+   * keys); the cluster votes as one Cluster client.
+   */
+  get clusterNodeId(): string | undefined {
+    return this.#clusterNodeId;
+  }
+
+  async #readIdentity(onRestart: (restart: NodeRestart) => void, onIdentified: () => void): Promise<void> {
+    const [info, replication, cluster] = await Promise.all([this.client.info('server'), this.client.info('replication'), this.client.info('cluster')]);
     const runId = /^run_id:(\S+)/m.exec(info)?.[1];
     const uptimeSeconds = Number(/^uptime_in_seconds:(\d+)/m.exec(info)?.[1] ?? Number.NaN);
     if (!runId || !Number.isFinite(uptimeSeconds)) throw new Error('INFO server did not report run_id and uptime');
@@ -297,103 +305,30 @@ export class RedisNode {
     // Seen for the first time already promoted: when it took over, and what it missed, is unknown.
     const promotedAtFirstSight = this.#term === undefined && promoted;
     if (replaced || promotedAtFirstSight) startedAt = Math.max(startedAt, now);
+    // Only a misconfiguration costs the extra round trip.
+    const clusterNodeId = /^cluster_enabled:1/m.test(cluster) ? String(await this.client.cluster('MYID')) : undefined;
     this.#runId = runId;
     this.#term = term;
+    this.#clusterNodeId = clusterNodeId;
+    this.#identity = new Set([clusterNodeId === undefined ? `run_id:${runId}` : clusterNodeKey(clusterNodeId)]);
     this.#startedAt = startedAt;
-    onIdentified(runId);
+    onIdentified();
     if (replaced || promotedAtFirstSight) {
       onRestart({ node: this.name, reason: replaced ? 'run_id changed' : 'promoted replica', uptimeMs: uptimeSeconds * 1000 });
     }
   }
 }
 
+/** How a Redis Cluster node's id stands in a voter's identity: one for a plain client of it, all of them for its Cluster voter. */
+export function clusterNodeKey(nodeId: string): string {
+  return `cluster-node:${nodeId}`;
+}
+
 function isNoScript(error: unknown): boolean {
   return error instanceof Error && error.message.startsWith('NOSCRIPT');
-}
-
-interface AddressOptions extends SentinelAddressOptions {
-  host?: string;
-  port?: number;
-  path?: string;
-}
-
-function addressOptions(client: Redis): AddressOptions {
-  return (client as unknown as { options?: AddressOptions }).options ?? {};
-}
-
-export function nodeName(client: Redis): string {
-  return masterAddress(client).name;
-}
-
-/** The master's name, and its host and port apart (telemetry's `server.address`, `server.port`). */
-export function masterAddress(client: Redis): MasterAddress {
-  const cluster = clusterAddress(client);
-  if (cluster) return cluster;
-  const options = addressOptions(client);
-  if (isSentinelManaged(options)) return sentinelAddress(options);
-  if (options.path) return { name: options.path, address: options.path, port: undefined };
-  const host = options.host ?? 'localhost';
-  const port = options.port ?? 6379;
-  return { name: `${host.includes(':') ? `[${host}]` : host}:${port}`, address: host, port };
-}
-
-/** A Redis Cluster client is one voter, named after the first node it was given to find the cluster. */
-function clusterAddress(client: Redis): MasterAddress | undefined {
-  const cluster = client as unknown as { isCluster?: boolean; startupNodes?: ({ host?: string; port?: number } | string | number)[] };
-  if (cluster.isCluster !== true) return undefined;
-  const first = cluster.startupNodes?.[0];
-  const host = typeof first === 'object' ? (first.host ?? 'localhost') : typeof first === 'string' ? first.replace(/^.*@/, '') : 'localhost';
-  const port = typeof first === 'object' ? (first.port ?? 6379) : typeof first === 'number' ? first : undefined;
-  const address = port === undefined ? host : `${host}:${port}`;
-  return { name: `cluster:${address}`, address: host, port };
-}
-
-/** The names that mean one master, for refusing it twice: its address, or each of its sentinels. */
-export function voterKeys(client: Redis): string[] {
-  const options = addressOptions(client);
-  return isSentinelManaged(options) ? sentinelKeys(options) : [masterAddress(client).name];
 }
 
 export function errorText(error: unknown): string {
   const text = error instanceof Error ? error.message : String(error);
   return redactCredentials(text);
-}
-
-/**
- * The masters for an engine, checked: at least one, each an ioredis client, no client and no
- * address twice.
- */
-export function mastersFrom(
-  clients: Redis | readonly Redis[],
-  /** Makes the voter for a client: ClusterVoter for a Redis Cluster (see voters.ts). */
-  voterFor: (client: Redis) => RedisNode = (client) => new RedisNode(client),
-): RedisNode[] {
-  const list = (Array.isArray(clients) ? clients : [clients]) as readonly Redis[];
-  if (list.length === 0) throw new InvalidArgumentError('clients', clients, 'expected at least one Redis master');
-  const nodes: RedisNode[] = [];
-  const seen = new Map<string, number>();
-  list.forEach((client, index) => {
-    if (!client || typeof (client as Partial<Redis>).evalsha !== 'function') {
-      throw new InvalidArgumentError(`clients[${index}]`, client, 'expected an ioredis client');
-    }
-    if (list.indexOf(client) !== index) {
-      throw new InvalidArgumentError(`clients[${index}]`, 'the same client', `already given as clients[${list.indexOf(client)}]`);
-    }
-    const options = addressOptions(client);
-    const problem = isSentinelManaged(options) ? sentinelVoterProblem(options) : undefined;
-    if (problem) throw new InvalidArgumentError(`clients[${index}].role`, options.role, problem);
-    const node = voterFor(client);
-    // A Sentinel-managed master is known by each of its sentinels: sharing one is the same master.
-    const names = voterKeys(client);
-    for (const name of names) {
-      const earlier = seen.get(name);
-      if (earlier !== undefined) {
-        // Two databases of one server are not independent masters: one crash takes both votes.
-        throw new InvalidArgumentError(`clients[${index}]`, node.name, `same address as clients[${earlier}]`);
-      }
-    }
-    for (const name of names) seen.set(name, index);
-    nodes.push(node);
-  });
-  return nodes;
 }

@@ -21,7 +21,7 @@ import { QueueEntries } from './queue-entries.js';
 import { ReleaseWakeups } from './release-wakeups.js';
 import { roundFailure } from './round-failure.js';
 import { RestartQuarantine, type QuarantineNotice } from './restart-quarantine.js';
-import { VoterAdmission, type DuplicateMaster } from './voter-admission.js';
+import { repeats, VoterAdmission, type DuplicateMaster } from './voter-admission.js';
 import { LockAcquirer } from './lock-acquirer.js';
 import { isSentinelManaged } from './sentinel-voter.js';
 import {
@@ -62,7 +62,7 @@ export type LockedRoutine<T> = (signal: AbortSignal, lock: Lock) => Promise<T>;
  * granted it within its validity, measured on a monotonic clock.
  *
  * Events: `'quarantine'` with a QuarantineNotice when a restarted master's votes stop counting;
- * `'duplicate'` with a DuplicateMaster when a client turns out to reach a server already listed.
+ * `'duplicate'` with a DuplicateMaster when a client turns out to reach a server, or a Redis Cluster, already listed.
  */
 export class Redlock extends EventEmitter implements LockEngine {
   readonly nodes: readonly RedisNode[];
@@ -206,9 +206,11 @@ export class Redlock extends EventEmitter implements LockEngine {
 
   /**
    * Asks every master that answers who it is and rejects with InvalidArgumentError if two of the
-   * given clients reach the same server (same run_id): one server must not vote twice. Masters
-   * that do not answer are skipped. The engine never counts a duplicate's votes anyway; this
-   * turns the mistake into a startup error (the Nest module calls it at bootstrap).
+   * given clients reach the same server (same run_id) or the same Redis Cluster (a node in
+   * common), or one is a plain client of a Redis Cluster node: one server must not vote twice,
+   * nor a shard alone. Also if the Sentinels of a Sentinel-managed client monitor no master of
+   * its name. Masters that do not answer are skipped. The engine never counts such votes anyway;
+   * this turns the mistake into a startup error (the Nest module calls it at bootstrap).
    */
   verifyMasters(): Promise<void> {
     return this.#admission.verify();
@@ -340,8 +342,8 @@ export class Redlock extends EventEmitter implements LockEngine {
 
   #onDuplicate(duplicate: DuplicateMaster): void {
     this.options.logger.warn(
-      `redlock: clients[${duplicate.index}] (${duplicate.node}) is the same server (run_id) as clients[${duplicate.sameAsIndex}] ` +
-        `(${duplicate.sameAs}); its votes do not count. List every master once.`,
+      `redlock: clients[${duplicate.index}] (${duplicate.node}) is ${repeats(duplicate.kind, duplicate.sameAsIndex, duplicate.sameAs)}; ` +
+        `its votes do not count. ${duplicate.kind === 'same server' ? 'List every master once.' : 'Give a Redis Cluster once, as one Cluster client.'}`,
     );
     this.emit('duplicate', duplicate);
   }

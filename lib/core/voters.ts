@@ -1,9 +1,11 @@
 import type { Cluster, Redis } from 'ioredis';
 import { ClusterVoter } from './cluster-voter.js';
 import { InvalidArgumentError } from './errors.js';
-import { mastersFrom, RedisNode } from './redis-node.js';
+import { addressOptions, voterKeys } from './master-address.js';
+import { RedisNode } from './redis-node.js';
 import type { ResolvedRedlockOptions } from './redlock-options.js';
 import type { QuarantineNotice, RestartQuarantine } from './restart-quarantine.js';
+import { isSentinelManaged, sentinelVoterProblem } from './sentinel-voter.js';
 import { ShardQuarantine } from './shard-quarantine.js';
 
 /**
@@ -39,4 +41,42 @@ export function prepareClusterVoters(
         'quarantine only narrows. For locks that must hold through failures, use three or more independent voters.',
     );
   }
+}
+
+/**
+ * The masters for an engine, checked: at least one, each an ioredis client, no client and no
+ * address twice.
+ */
+function mastersFrom(
+  clients: Redis | readonly Redis[],
+  voterFor: (client: Redis) => RedisNode,
+): RedisNode[] {
+  const list = (Array.isArray(clients) ? clients : [clients]) as readonly Redis[];
+  if (list.length === 0) throw new InvalidArgumentError('clients', clients, 'expected at least one Redis master');
+  const nodes: RedisNode[] = [];
+  const seen = new Map<string, number>();
+  list.forEach((client, index) => {
+    if (!client || typeof (client as Partial<Redis>).evalsha !== 'function') {
+      throw new InvalidArgumentError(`clients[${index}]`, client, 'expected an ioredis client');
+    }
+    if (list.indexOf(client) !== index) {
+      throw new InvalidArgumentError(`clients[${index}]`, 'the same client', `already given as clients[${list.indexOf(client)}]`);
+    }
+    const options = addressOptions(client);
+    const problem = isSentinelManaged(options) ? sentinelVoterProblem(options) : undefined;
+    if (problem) throw new InvalidArgumentError(`clients[${index}].role`, options.role, problem);
+    const node = voterFor(client);
+    // A Sentinel-managed master is known by each of its sentinels: sharing one is the same master.
+    const names = voterKeys(client);
+    for (const name of names) {
+      const earlier = seen.get(name);
+      if (earlier !== undefined) {
+        // Two databases of one server are not independent masters: one crash takes both votes.
+        throw new InvalidArgumentError(`clients[${index}]`, node.name, `same address as clients[${earlier}]`);
+      }
+    }
+    for (const name of names) seen.set(name, index);
+    nodes.push(node);
+  });
+  return nodes;
 }

@@ -1,4 +1,4 @@
-import { Cluster, type Redis } from 'ioredis';
+import { Cluster, type ClusterNode, type Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, expect } from 'vitest';
 import { Redlock, type RedlockOptions } from '../../lib/index.js';
 import { connectMasters, disconnectAll, LOCK_CLIENT_OPTIONS } from '../support/masters.js';
@@ -36,20 +36,33 @@ export function clusterVoterSuite() {
     await Promise.all([cluster?.stopAll(), fleet?.stopAll()]);
   });
 
-  function clusterClient(): Cluster {
-    const client = new Cluster(cluster.startupNodes(), { enableOfflineQueue: true, redisOptions: LOCK_CLIENT_OPTIONS });
+  /** A Cluster client, given `startupNodes` (default: every node, node 0 first), closed after the test. */
+  function clusterClient(startupNodes: ClusterNode[] = cluster.startupNodes()): Cluster {
+    const client = new Cluster(startupNodes, { enableOfflineQueue: true, redisOptions: LOCK_CLIENT_OPTIONS });
     client.on('error', () => {});
     opened.push(client);
     return client;
   }
 
+  /** Plain clients of `urls` (default: the standalone masters), closed after the test. */
+  async function plainClients(urls: readonly string[] = fleet.urls()): Promise<Redis[]> {
+    const clients = await connectMasters(urls);
+    opened.push(...clients);
+    return clients;
+  }
+
+  /** An engine over `clients` as given, closed after the test; not verified. */
+  function voters(clients: readonly (Redis | Cluster)[], options: RedlockOptions = {}): Redlock {
+    const redlock = new Redlock(clients as Redis[], { restartQuarantineMs: false, nodeTimeoutMs: 1_000, logger: { warn: () => {} }, ...options });
+    engines.push(redlock);
+    return redlock;
+  }
+
   async function engine(options: RedlockOptions = {}): Promise<ClusterEngine> {
     const client = clusterClient();
-    const standalone = await connectMasters(fleet.urls());
-    opened.push(...standalone);
+    const standalone = await plainClients();
     // A node timeout that rides out a starved machine: these tests count on the standalone masters' votes.
-    const redlock = new Redlock([client as unknown as Redis, ...standalone], { restartQuarantineMs: false, nodeTimeoutMs: 1_000, logger: { warn: () => {} }, ...options });
-    engines.push(redlock);
+    const redlock = voters([client, ...standalone], options);
     await redlock.verifyMasters();
     return { redlock, cluster: client, standalone };
   }
@@ -113,6 +126,8 @@ export function clusterVoterSuite() {
     cluster: () => cluster,
     fleet: () => fleet,
     clusterClient,
+    plainClients,
+    voters,
     engine,
     ages,
     loseShard,

@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import 'reflect-metadata';
 import { Test } from '@nestjs/testing';
-import { LockHeldError, RedlockModule, RedlockService, type Lock, type QuarantineNotice } from '../../lib/index.js';
+import { InvalidArgumentError, LockHeldError, RedlockModule, RedlockService, type DuplicateMaster, type Lock, type QuarantineNotice, type Redlock } from '../../lib/index.js';
+import type { ClusterNode } from 'ioredis';
 import { ClusterVoter } from '../../lib/core/cluster-voter.js';
 import { ACQUIRE_SCRIPT } from '../../lib/core/lua-scripts.js';
 import { keySlot } from '../../lib/core/key-slot.js';
@@ -13,7 +14,7 @@ import { clusterVoterSuite } from './cluster-harness.js';
  * The cluster has three shards with a replica each, started by the test.
  */
 const suite = clusterVoterSuite();
-const { clusterClient, engine, ages } = suite;
+const { clusterClient, plainClients, voters, engine, ages } = suite;
 
 /** Two resource names whose keys fall in different hash slots. */
 function twoSlots(prefix: string): [string, string] {
@@ -82,6 +83,102 @@ describe('a Redis Cluster as one voter', () => {
   });
 });
 
+/** What an engine warned of and reported as duplicates, from now on. */
+function watch(redlock: Redlock): { duplicates: DuplicateMaster[] } {
+  const duplicates: DuplicateMaster[] = [];
+  redlock.on('duplicate', (duplicate: DuplicateMaster) => duplicates.push(duplicate));
+  return { duplicates };
+}
+
+/** Standalone master 0 held by another owner: only the cluster could still grant `resource`. */
+async function heldOnStandalone(resource: string): Promise<void> {
+  const [direct] = await plainClients();
+  await direct!.set(`redlock:{${resource}}`, 'another-owner', 'PX', 30_000);
+}
+
+describe('one Redis Cluster listed twice', () => {
+  // Credentials in two of the forms ioredis takes for a startup node: neither may name a voter.
+  const USER = 'cluster-url-user';
+  const SECRET = 'cluster-url-secret';
+
+  it('as two Cluster clients (given with credentials, other startup nodes): refused at verification, one vote, named by host and port', async () => {
+    const nodes = suite.cluster().startupNodes();
+    // The user exists on every node (ACLs are per node); the other connections stay the default user's.
+    await Promise.all((await plainClients(suite.cluster().fleet.urls())).map((node) => node.call('ACL', 'SETUSER', USER, 'on', `>${SECRET}`, '~*', '&*', '+@all')));
+    const byUrl = clusterClient([`redis://127.0.0.1:${nodes[0]!.port}?username=${USER}&password=${SECRET}` as unknown as ClusterNode, ...nodes.slice(1)]);
+    const byObject = clusterClient([{ ...nodes[1]!, username: USER, password: SECRET } as ClusterNode, ...nodes.slice(2)]);
+    const [standalone] = await plainClients();
+    const warnings: string[] = [];
+    const redlock = voters([byUrl, byObject, standalone!], { logger: { warn: (message) => warnings.push(message) } });
+    const { duplicates } = watch(redlock);
+
+    const error = await redlock.verifyMasters().catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(InvalidArgumentError);
+    expect((error as InvalidArgumentError).argument).toBe('clients[1]');
+    expect((error as Error).message).toBe(
+      `invalid clients[1]: "cluster:127.0.0.1:${nodes[1]!.port}" (the same Redis Cluster (a node in common) as clients[0] ` +
+        `(cluster:127.0.0.1:${nodes[0]!.port}); give a Redis Cluster once, as one Cluster client)`,
+    );
+    // Whichever answered first keeps the vote.
+    expect(duplicates).toHaveLength(1);
+    expect(duplicates[0]!.kind).toBe('same cluster');
+    expect([duplicates[0]!.index, duplicates[0]!.sameAsIndex].sort()).toEqual([0, 1]);
+    const health = await redlock.checkMasters();
+    expect(health.voting).toBe(2);
+    expect(health.masters.filter((master) => master.sameServerAs !== undefined && !master.votes)).toHaveLength(1);
+
+    // With the one independent master held by another owner, the cluster (twice) must not make a quorum.
+    // Fenced, so the scripted acquire runs: it counts a key that already holds our token as granted.
+    await heldOnStandalone('twice');
+    expect(await redlock.tryAcquire('twice', 10_000, { fencing: true })).toBeNull();
+    // Held by another owner on the cluster and standalone master 0, not on master 1: the cluster's
+    // refusal decides the round, and the error names it by host and port.
+    const [master0, master1] = await plainClients();
+    await byUrl.set('redlock:{named}', 'another-owner', 'PX', 30_000);
+    await master0!.set('redlock:{named}', 'another-owner', 'PX', 30_000);
+    const refused = await voters([byUrl, master0!, master1!]).acquire('named', 10_000, { retryCount: 0 }).catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(LockHeldError);
+    expect([...(refused as LockHeldError).refusedBy].sort()).toEqual([`cluster:127.0.0.1:${nodes[0]!.port}`, `127.0.0.1:${suite.fleet().nodes[0]!.port}`].sort());
+    const said = [(error as Error).message, (refused as Error).message, JSON.stringify(refused), JSON.stringify(health), JSON.stringify(duplicates), ...warnings].join('\n');
+    expect(said).toContain(`cluster:127.0.0.1:${nodes[0]!.port}`);
+    expect(said).not.toContain(SECRET);
+    expect(said).not.toContain(USER);
+  });
+
+  it('as a Cluster client and a plain client of one of its masters: the plain one is the duplicate, wherever listed', async () => {
+    const master = await suite.cluster().masterOf('{beside}');
+    const [plain] = await plainClients([suite.cluster().fleet.nodes[master]!.url]);
+    const [standalone] = await plainClients();
+    const cluster = clusterClient();
+    const redlock = voters([plain!, cluster, standalone!]);
+    const { duplicates } = watch(redlock);
+
+    const error = await redlock.verifyMasters().catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(InvalidArgumentError);
+    expect((error as InvalidArgumentError).argument).toBe('clients[0]');
+    expect((error as Error).message).toMatch(/^invalid clients\[0\]: "127\.0\.0\.1:\d+" \(a node of the Redis Cluster clients\[1\] \(cluster:127\.0\.0\.1:\d+\)/);
+    expect(duplicates).toEqual([{ node: `127.0.0.1:${suite.cluster().fleet.nodes[master]!.port}`, index: 0, sameAs: redlock.nodes[1]!.name, sameAsIndex: 1, kind: 'cluster node' }]);
+    const health = await redlock.checkMasters();
+    expect(health.masters[0]).toMatchObject({ votes: false, sameServerAs: redlock.nodes[1]!.name });
+    expect(health.masters[1]).toMatchObject({ votes: true });
+
+    // The plain client's master serves the resource's slot: before, it and the cluster made a quorum of one server.
+    await heldOnStandalone('beside');
+    expect(await redlock.tryAcquire('beside', 10_000, { fencing: true })).toBeNull();
+  });
+
+  it('a Cluster node given alone as a plain master: a configuration error, and its votes never count', async () => {
+    const [node] = await plainClients([suite.cluster().fleet.nodes[await suite.cluster().masterOf('{alone}')]!.url]);
+    const redlock = voters([node!, ...(await plainClients())]);
+    const error = await redlock.verifyMasters().catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(InvalidArgumentError);
+    expect((error as Error).message).toMatch(/^invalid clients\[0\]: "127\.0\.0\.1:\d+" \(a Redis Cluster node \(cluster_enabled:1\) given as a plain master/);
+    const health = await redlock.checkMasters();
+    expect(health.masters[0]).toMatchObject({ reachable: true, votes: false, error: expect.stringMatching(/Redis Cluster node/) });
+    expect(health.voting).toBe(2);
+  });
+});
+
 describe('in a Nest app', () => {
   it('takes a Redis Cluster client among its nodes', async () => {
     const client = clusterClient();
@@ -116,6 +213,24 @@ describe('shard failover under a held lock', () => {
     await lock.extend(30_000); // the standalone masters are a quorum; the cluster's new shard master waits
     expect(await other.redlock.tryAcquire('kept', 30_000)).toBeNull();
     await lock.release();
+  }, 60_000);
+
+  it('a shard failover changes no voter identity: a second Cluster client and a plain client of the demoted master are still found', async () => {
+    const nodes = suite.cluster().startupNodes();
+    const [standalone] = await plainClients();
+    const before = voters([clusterClient(), clusterClient([...nodes.slice(2), ...nodes.slice(0, 2)]), standalone!]);
+    await expect(before.verifyMasters()).rejects.toThrow(/the same Redis Cluster \(a node in common\) as clients\[0\]/);
+    const master = await suite.cluster().masterOf('{across}');
+    const [demoted] = await plainClients([suite.cluster().fleet.nodes[master]!.url]);
+    const promoted = await suite.cluster().replicaOf(master);
+    await suite.cluster().failover(promoted);
+
+    // The engine that identified both before still counts the cluster once.
+    await heldOnStandalone('across');
+    expect(await before.tryAcquire('across', 10_000, { fencing: true })).toBeNull();
+    // A new engine, given the promoted replica first: the demoted master (a replica now) is a node of its cluster.
+    const after = voters([clusterClient([nodes[promoted]!]), demoted!, standalone!]);
+    await expect(after.verifyMasters()).rejects.toThrow(/^invalid clients\[1\]: "127\.0\.0\.1:\d+" \(a node of the Redis Cluster clients\[0\]/);
   }, 60_000);
 
   it('a killed shard master whose replica lacked the key: quarantined, no second holder (and without it, one)', async () => {

@@ -86,6 +86,15 @@ describe('RedlockModule with a Sentinel-managed master', () => {
     expect((error as Error).message).not.toContain(PASSWORD);
   });
 
+  it('refuses at bootstrap a group name its Sentinels do not monitor, naming the option', async () => {
+    const typo = { ...group.clientOptions(), name: 'nest-votr' };
+    const error = await createApp({ imports: [RedlockModule.forRoot(options([typo, ...plain.urls()]))] }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(RedlockConfigError);
+    expect((error as Error).message).toMatch(
+      /^RedlockModule: invalid options\.nodes\[0\]\.name: "nest-votr" \(no Sentinel monitors a master of that name \(127\.0\.0\.1:\d+ said "No such master with that name"\)/,
+    );
+  });
+
   it('refuses one Sentinel-managed master given twice, and a bad replicaAcks', async () => {
     const twice = options([group.clientOptions(), { ...group.clientOptions(), sentinelPassword: PASSWORD }, plain.urls()[0]!]);
     const error = await createApp({ imports: [RedlockModule.forRoot(twice)] }).catch((e: unknown) => e);

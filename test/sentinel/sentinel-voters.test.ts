@@ -112,6 +112,28 @@ describe('Sentinel-managed voters', () => {
     redlock.close();
   });
 
+  it('whose group name no Sentinel monitors are a configuration error at verification, naming the group and the Sentinels', async () => {
+    const direct = await connectMasters(plain.urls());
+    opened.push(...direct);
+    // Without an offline queue the client's commands fail at once ("Stream isn't writeable");
+    // with one they would wait for ever for a master the Sentinels will never name.
+    for (const enableOfflineQueue of [false, true]) {
+      const typo = sentinelClient(group, { name: 'votrs', enableOfflineQueue } as RedisOptions);
+      opened.push(typo);
+      const redlock = new Redlock([direct[0]!, typo, direct[1]!], { ...FRESH_FLEET, logger: silent });
+      const error = await redlock.verifyMasters().catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(InvalidArgumentError);
+      expect((error as InvalidArgumentError).argument).toBe('clients[1].name');
+      expect((error as Error).message).toBe(
+        `invalid clients[1].name: "votrs" (no Sentinel monitors a master of that name (127.0.0.1:${group.sentinelPorts()[0]} said ` +
+          `"No such master with that name"); check the name the Sentinels monitor it under)`,
+      );
+      redlock.close();
+    }
+    // The right name passes.
+    (await engine()).close();
+  });
+
   it('refuse the same Sentinel-managed master twice, and a client that reaches a replica', () => {
     const at = (port: number) => ({ host: '127.0.0.1', port });
     const a = unconnected({ sentinels: [at(1001), at(1002)], name: 'm' });
