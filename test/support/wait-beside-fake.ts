@@ -20,7 +20,7 @@ export async function waitBesideFake(
   opened.push(...clients);
   const redlock = new Redlock(clients, { ...FRESH_FLEET, ...PATIENT, ...options });
   // The holder in an engine of its own: a waiter of the holder's engine would wait in its line, not on the masters.
-  const { redlock: holding } = await separateEngine(urls, opened, PATIENT);
+  const { redlock: holding } = await separateEngine(urls, opened, { ...PATIENT, logger: { warn: () => {} } });
   const close = () => {
     redlock.close();
     holding.close();
