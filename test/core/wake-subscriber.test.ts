@@ -1,4 +1,7 @@
-import { fork } from 'node:child_process';
+import { execFileSync, fork } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
@@ -9,6 +12,7 @@ import { ReleaseWakeups } from '../../lib/core/release-wakeups.js';
 import { wakeEndpointOf } from '../../lib/core/wake-endpoint.js';
 import { WakeSubscriber } from '../../lib/core/wake-subscriber.js';
 import { bulk, FakeMaster } from '../support/fake-master.js';
+import { freePort } from '../support/free-port.js';
 import { connectMasters, disconnectAll, lockClient, untilReady } from '../support/masters.js';
 import { waitBesideFake } from '../support/wait-beside-fake.js';
 import { registry } from '../support/process-cleanup.js';
@@ -164,6 +168,37 @@ describe('WakeSubscriber', () => {
       expect(reports.join()).not.toMatch(/secret|waker/);
     } finally {
       await secured.stopAll();
+    }
+  });
+
+  it('reaches a master over TLS and over a unix socket as the client does', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'redlock-wake-tls-'));
+    registry.dirs.add(dir);
+    execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '1', '-subj', '/CN=localhost', '-addext', 'subjectAltName=IP:127.0.0.1',
+      '-keyout', join(dir, 'key.pem'), '-out', join(dir, 'cert.pem')], { stdio: 'ignore' });
+    const tlsPort = await freePort();
+    const socketPath = join(dir, 'redis.sock');
+    const secured = await RedisFleet.start(1, {
+      extraArgs: ['--tls-port', String(tlsPort), '--tls-cert-file', join(dir, 'cert.pem'), '--tls-key-file', join(dir, 'key.pem'),
+        '--tls-ca-cert-file', join(dir, 'cert.pem'), '--tls-auth-clients', 'no', '--unixsocket', socketPath, '--unixsocketperm', '700'],
+    });
+    try {
+      const [publisher] = await connectMasters(secured.urls());
+      opened.push(publisher!);
+      const ca = readFileSync(join(dir, 'cert.pem'));
+      for (const options of [{ host: '127.0.0.1', port: tlsPort, tls: { ca } }, { path: socketPath }]) {
+        const client = lockClient(options);
+        opened.push(client);
+        await untilReady(client);
+        const wakeups = new ReleaseWakeups([new RedisNode(client)]);
+        closers.push(() => wakeups.close());
+        await wakeups.listen(['elsewhere-key'], () => {});
+        expect(await publisher!.publish('elsewhere-key', '')).toBe(1);
+        wakeups.close();
+      }
+    } finally {
+      await secured.stopAll();
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 
