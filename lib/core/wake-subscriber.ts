@@ -211,8 +211,13 @@ export class WakeSubscriber {
   }
 
   #complain(problem: string): void {
-    this.report(problem, !this.#failing || this.#healthy());
+    const first = !this.#failing || this.#healthy();
     this.#failing = true;
+    try {
+      this.report(problem, first);
+    } catch {
+      // A logger that throws must not turn the master's failure into the process's.
+    }
   }
 
   /** The connection closed: everything owed on it is void; open another after a pause. */

@@ -137,6 +137,30 @@ describe('WakeSubscriber', () => {
     expect(uncaught).toEqual([]);
   });
 
+  it('survives a listener and a logger that throw', async () => {
+    const master = await fake((command) => `${confirmations(command)}*3\r\n${bulk('message')}${bulk('home')}${bulk('hi')}`);
+    const reports: string[] = [];
+    const subscriber = new WakeSubscriber(
+      wakeEndpointOf(lockClient(master.url, { lazyConnect: true })),
+      'home',
+      () => {
+        throw new Error('listener bug');
+      },
+      (problem) => {
+        reports.push(problem);
+        throw new Error('logger down');
+      },
+    );
+    closers.push(() => subscriber.close());
+    await expect.poll(() => reports).toEqual(['published a message that could not be read']);
+    // The message was the listener's problem, not the connection's: it stays up.
+    expect(subscriber.joinedNow).toBe(true);
+    master.answer = () => ':1\r\n';
+    await subscriber.subscribe(['now-garbage']);
+    await expect.poll(() => reports.length).toBeGreaterThan(1);
+    expect(uncaught).toEqual([]);
+  });
+
   it('authenticates as the client does, by password or by user and password, and reports a refusal without them', async () => {
     const secured = await RedisFleet.start(1);
     try {
