@@ -82,7 +82,11 @@ export class WakeSubscriber {
       const done = () => {
         clearTimeout(timer);
         this.#pending.delete(done);
-        for (const channel of awaited) this.#waiting.get(channel)?.delete(confirmed);
+        for (const channel of awaited) {
+          const set = this.#waiting.get(channel);
+          // Channels come and go with the keys waited for: keep no entry for one nobody awaits.
+          if (set?.delete(confirmed) && set.size === 0) this.#waiting.delete(channel);
+        }
         resolve();
       };
       const timer = setTimeout(done, SUBSCRIBE_WAIT_MS);
