@@ -1,4 +1,4 @@
-import type { MasterOperation } from './instrumentation.js';
+import type { RoundOperation } from './instrumentation.js';
 import type { KeyNames } from './key-names.js';
 import type { LockEngine } from './lock.js';
 import type { RoundReply, RoundResult } from './quorum-round.js';
@@ -17,7 +17,7 @@ export interface EngineRounds {
     ttlMs: number,
     interpret: (reply: unknown) => RoundReply,
     send: (node: RedisNode, index: number) => Promise<unknown>,
-    operation: MasterOperation,
+    operation: RoundOperation,
   ): Promise<RoundResult>;
   /** A request whose answer counts as a vote: masters in restart quarantine are not asked. */
   vote(request: (node: RedisNode) => Promise<unknown>): (node: RedisNode) => Promise<unknown>;

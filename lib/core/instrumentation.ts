@@ -18,8 +18,15 @@ export type ExtensionOutcome = 'extended' | 'lost' | 'unreachable' | 'limit';
  */
 export type LostReason = 'refused' | 'expired' | 'extension_limit' | 'error';
 
-/** Which request failed on a master. Acquire includes the second round of a fenced acquisition. */
-export type MasterOperation = 'acquire' | 'extend' | 'release';
+/**
+ * Which request failed on a master. Acquire includes the second round of a fenced acquisition;
+ * `wakeup` is the connection that hears releases for waiters (the master sent what a subscribed
+ * connection cannot get, or refused AUTH or SUBSCRIBE).
+ */
+export type MasterOperation = RoundOperation | 'wakeup';
+
+/** The operations that run as a round of requests to every master. */
+export type RoundOperation = 'acquire' | 'extend' | 'release';
 
 /**
  * `timeout`: no answer within the round's node timeout; `error`: the request failed (connection

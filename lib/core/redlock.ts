@@ -4,7 +4,7 @@ import { monotonicNow, validityLeftMs } from './clock.js';
 import { LockHeldError, LockLostError } from './errors.js';
 import { HeldLocks, type Acquisition } from './held-locks.js';
 import { Lock, startExtension, type LockEngine, type ReleaseResult } from './lock.js';
-import type { MasterFailure, MasterOperation } from './instrumentation.js';
+import type { MasterFailure, RoundOperation } from './instrumentation.js';
 import { extensionOutcome, InstrumentationGuard } from './instrumentation-guard.js';
 import { enterSession, LockSession, runInSession } from './lock-session.js';
 import { checkMasters, type MastersHealth } from './master-health.js';
@@ -19,6 +19,7 @@ import { LocalHandOver, lineOf } from './local-hand-over.js';
 import { LocalQueue } from './local-queue.js';
 import { QueueEntries } from './queue-entries.js';
 import { ReleaseWakeups } from './release-wakeups.js';
+import { wakeFailureReporter } from './wake-subscriber.js';
 import { roundFailure } from './round-failure.js';
 import { RestartQuarantine, type QuarantineNotice } from './restart-quarantine.js';
 import { repeats, VoterAdmission, type DuplicateMaster } from './voter-admission.js';
@@ -82,7 +83,7 @@ export class Redlock extends EventEmitter implements LockEngine {
   readonly #instrumentation: InstrumentationGuard | undefined;
   readonly #acquirer: LockAcquirer;
   /** Per kind of round, what tells the instrumentation of a master's failure: made once, not per round. */
-  readonly #masterFailures: Record<MasterOperation, (index: number, failure: MasterFailure) => void> | undefined;
+  readonly #masterFailures: Record<RoundOperation, (index: number, failure: MasterFailure) => void> | undefined;
 
   constructor(clients: Redis | readonly Redis[], options: RedlockOptions = {}) {
     super();
@@ -126,7 +127,7 @@ export class Redlock extends EventEmitter implements LockEngine {
     // Ask every master who it is now, so the first acquire does not pay that round trip; a
     // master that cannot answer yet is asked again at its first vote.
     for (const node of this.nodes) this.#admission.identify(node).catch(() => {});
-    if (this.options.wakeups) this.#wakeups = new ReleaseWakeups(this.nodes);
+    if (this.options.wakeups) this.#wakeups = new ReleaseWakeups(this.nodes, wakeFailureReporter(this.options.logger, this.#instrumentation));
     // Behind a Cluster or Sentinel voter another server can take over without a restart: a grant by
     // hand-off could come from one whose votes must not count yet. Their waiters take their own rounds.
     const handsOff =
@@ -326,7 +327,7 @@ export class Redlock extends EventEmitter implements LockEngine {
     ttlMs: number,
     interpret: (reply: unknown) => RoundReply,
     send: (node: RedisNode, index: number) => Promise<unknown>,
-    operation: MasterOperation,
+    operation: RoundOperation,
   ): Promise<RoundResult> {
     const timeoutMs = nodeTimeoutMs(this.options, ttlMs);
     return runRound(this.nodes, { quorum: this.quorum, timeoutMs, onFailure: this.#masterFailures?.[operation] }, send, interpret);
@@ -364,7 +365,7 @@ const QUARANTINE_REASONS: Record<QuarantineNotice['reason'], string> = {
 };
 
 function masterFailureReporters(instrumentation: InstrumentationGuard, nodes: () => readonly RedisNode[]) {
-  const reporter = (operation: MasterOperation) => (index: number, failure: MasterFailure) =>
+  const reporter = (operation: RoundOperation) => (index: number, failure: MasterFailure) =>
     instrumentation.masterFailed(nodes()[index]!.address, failure, operation);
   return { acquire: reporter('acquire'), extend: reporter('extend'), release: reporter('release') };
 }

@@ -1,15 +1,14 @@
-import type { Redis } from 'ioredis';
 import { WAKE_CHANNEL_PREFIX } from './lua-scripts.js';
 import type { RedisNode } from './redis-node.js';
 import { PROCESS_ID } from './token.js';
+import { wakeEndpointOf } from './wake-endpoint.js';
+import { WakeSubscriber, type WakeFailure } from './wake-subscriber.js';
 
 /**
  * How long a key's channel stays subscribed after its last listener left: under steady
  * contention the next waiter for the key needs no SUBSCRIBE.
  */
 const LINGER_MS = 1_000;
-/** How long a waiter waits for a master to confirm a subscription before relying on its timer. */
-const SUBSCRIBE_WAIT_MS = 100;
 
 /**
  * Called with the id of the waiter whose turn it is, or '' for anyone, which master (its index)
@@ -30,7 +29,7 @@ const PROCESS_CHANNEL = WAKE_CHANNEL_PREFIX + PROCESS_ID;
  * a crashed holder publishes nothing, so waiters always keep a fallback timer as well.
  */
 export class ReleaseWakeups {
-  readonly #subscribers = new Map<RedisNode, Subscriber>();
+  readonly #subscribers = new Map<RedisNode, WakeSubscriber>();
   readonly #listeners = new Map<string, Set<Listener>>();
   /** Channels listened to whose SUBSCRIBE has not been sent yet (see register). */
   readonly #unsubscribed = new Set<string>();
@@ -41,7 +40,11 @@ export class ReleaseWakeups {
   #lingerTimer: NodeJS.Timeout | undefined;
   #closed = false;
 
-  constructor(private readonly nodes: readonly RedisNode[]) {}
+  constructor(
+    private readonly nodes: readonly RedisNode[],
+    /** Told when a master breaks its wake-up connection (never a crash: see WakeSubscriber). */
+    private readonly onFailure: WakeFailure = () => {},
+  ) {}
 
   /**
    * Listens for releases of any of `channels` on every master; resolves once every master that
@@ -133,15 +136,16 @@ export class ReleaseWakeups {
     this.#subscribers.clear();
   }
 
-  #subscriber(node: RedisNode): Subscriber {
+  #subscriber(node: RedisNode): WakeSubscriber {
     let subscriber = this.#subscribers.get(node);
     if (!subscriber) {
       const master = this.nodes.indexOf(node);
-      subscriber = new Subscriber(node.client, (channel, message) => {
+      const report = (problem: string, first: boolean) => this.onFailure(node, problem, first);
+      subscriber = new WakeSubscriber(wakeEndpointOf(node.client), PROCESS_CHANNEL, (channel, message) => {
         const wake = readWake(channel, message);
         const set = wake && this.#listeners.get(wake.key);
         if (set) for (const listener of [...set]) listener(wake.next, master, wake.grantAnchor);
-      });
+      }, report);
       this.#subscribers.set(node, subscriber);
     }
     return subscriber;
@@ -165,62 +169,4 @@ export function readWake(channel: string, message: string): { key: string; next:
   const anchor = Number(anchorText);
   if (anchorText === '' || !Number.isSafeInteger(anchor) || anchor < 0) return undefined;
   return { key, next, grantAnchor: anchor };
-}
-
-class Subscriber {
-  readonly #connection: Redis;
-  /** Subscribed, or subscribing, to this process's channel. */
-  #joined = false;
-  #joinConfirmed = false;
-
-  constructor(client: Redis, onMessage: (channel: string, message: string) => void) {
-    // A connection of its own: a subscribed connection can run nothing else, and auto-pipelining
-    // is pointless here. The offline queue must be on whatever the parent says: SUBSCRIBE is sent
-    // right after the duplicate is created, before it has connected, and without a queue it would
-    // fail at once (every wake-up for those channels lost). `subscribe` bounds the wait instead.
-    this.#connection = client.duplicate({ enableAutoPipelining: false, lazyConnect: false, enableOfflineQueue: true });
-    this.#connection.on('message', onMessage);
-    // Failures surface as missed wake-ups, which the waiters' fallback timers cover.
-    this.#connection.on('error', () => {});
-  }
-
-  /** This process's channel is confirmed and the connection up: messages naming our waiters arrive. */
-  get joinedNow(): boolean {
-    return this.#joinConfirmed && this.#connection.status === 'ready';
-  }
-
-  async subscribe(channels: string[]): Promise<void> {
-    // The first SUBSCRIBE also joins this process's channel (until one succeeds); ioredis
-    // re-subscribes after reconnects.
-    const joining = !this.#joined;
-    if (joining) {
-      this.#joined = true;
-      channels = [PROCESS_CHANNEL, ...channels];
-    }
-    // A master that is down cannot wake anyone, and the fallback timer covers it: wait for the
-    // confirmation only briefly, and let the queued SUBSCRIBE land when the master comes back.
-    const confirmed = this.#connection.subscribe(...channels).then(
-      () => {
-        if (joining) this.#joinConfirmed = true;
-      },
-      () => {
-        if (joining) this.#joined = false;
-      },
-    );
-    let timer: NodeJS.Timeout | undefined;
-    const gaveUp = new Promise<void>((resolve) => {
-      timer = setTimeout(resolve, SUBSCRIBE_WAIT_MS);
-      timer.unref();
-    });
-    await Promise.race([confirmed, gaveUp]);
-    clearTimeout(timer);
-  }
-
-  unsubscribe(channels: string[]): void {
-    this.#connection.unsubscribe(...channels).catch(() => {});
-  }
-
-  close(): void {
-    this.#connection.disconnect();
-  }
 }

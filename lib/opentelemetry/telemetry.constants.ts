@@ -29,7 +29,7 @@ export const METRIC_CALL_DURATION = 'redlock.call.duration';
 export const ATTR_REDLOCK_OUTCOME = 'redlock.outcome';
 /** Why a lock was lost: refused | expired | extension_limit | error. */
 export const ATTR_REDLOCK_LOST_REASON = 'redlock.lost.reason';
-/** acquire | extend | release: the kind of round a master failed in. */
+/** acquire | extend | release: the kind of round a master failed in; wakeup: its connection for wake-ups. */
 export const ATTR_REDLOCK_OPERATION = 'redlock.operation';
 /** The resource names of the lock (string array); only with `resourceAttributes: true`. */
 export const ATTR_REDLOCK_RESOURCES = 'redlock.resources';

@@ -6,6 +6,7 @@ import type { ClusterNode } from 'ioredis';
 import { ClusterVoter } from '../../lib/core/cluster-voter.js';
 import { ACQUIRE_SCRIPT } from '../../lib/core/lua-scripts.js';
 import { keySlot } from '../../lib/core/key-slot.js';
+import { ReleaseWakeups } from '../../lib/core/release-wakeups.js';
 import { ConcurrencyProbe } from '../nest/nest-helpers.js';
 import { clusterVoterSuite } from './cluster-harness.js';
 
@@ -32,6 +33,21 @@ describe('a Redis Cluster as one voter', () => {
     await expect.poll(() => client.exists('redlock-fence:{order:1}')).toBe(1);
     await lock.release();
     expect(await client.exists('redlock:{order:1}')).toBe(0);
+  });
+
+  it('hears releases through a subscriber of its own on one of the cluster\'s masters', async () => {
+    const { redlock, cluster: client } = await engine();
+    const wakeups = new ReleaseWakeups([redlock.nodes.find((node) => node instanceof ClusterVoter)!]);
+    try {
+      const heard: string[] = [];
+      await wakeups.listen(['cluster-wake'], (next) => heard.push(next));
+      await expect.poll(() => wakeups.namesReachUs).toBe(true);
+      // A PUBLISH on any node of a cluster reaches the subscribers of every node.
+      await client.publish('cluster-wake', 'someone');
+      await expect.poll(() => heard).toEqual(['someone']);
+    } finally {
+      wakeups.close();
+    }
   });
 
   it('is mutually exclusive across engines, for one resource and for resources in several slots', async () => {

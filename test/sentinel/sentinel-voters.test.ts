@@ -5,7 +5,9 @@ import { InvalidArgumentError, QuorumUnreachableError, Redlock } from '../../lib
 import { freePort } from '../support/free-port.js';
 import { connectMasters, disconnectAll, FRESH_FLEET, untilReady } from '../support/masters.js';
 import { RedisFleet } from '../support/redis-fleet.js';
-import { SentinelGroup, sentinelClient } from '../support/sentinel-group.js';
+import { SentinelGroup, sentinelClient, untilServes } from '../support/sentinel-group.js';
+import { RedisNode } from '../../lib/core/redis-node.js';
+import { ReleaseWakeups } from '../../lib/core/release-wakeups.js';
 
 // Voters given as Sentinel-managed masters (ioredis `sentinels` + `name`): one Sentinel group
 // (a master, a replica, one Sentinel) beside two plain masters.
@@ -145,5 +147,33 @@ describe('Sentinel-managed voters', () => {
     expect(() => new Redlock([a, otherName, otherSentinels], { logger: silent })).not.toThrow();
     const replica = unconnected({ sentinels: [at(1005)], name: 'r', role: 'slave' });
     expect(() => new Redlock([a, otherName, replica], { logger: silent })).toThrow(/clients\[2\]\.role.*replica/);
+  });
+});
+
+describe('wake-ups of a Sentinel-managed voter', () => {
+  it('come from the server its client is connected to, and from the new master after a failover', async () => {
+    const client = sentinelClient(group);
+    opened.push(client);
+    await untilReady(client);
+    const wakeups = new ReleaseWakeups([new RedisNode(client)]);
+    try {
+      const heard: string[] = [];
+      await wakeups.listen(['sentinel-wake'], (next) => heard.push(next));
+      // PUBLISH answers how many subscribers it reached: the engine's own subscriber is on that server.
+      expect(await client.publish('sentinel-wake', 'before')).toBe(1);
+      await expect.poll(() => heard).toEqual(['before']);
+      const promoted = await group.failover();
+      await untilServes(client, group.server(promoted).port);
+      // The subscriber reaches the new master by itself (or hears it through the old one, now its replica).
+      let sent = 0;
+      await expect
+        .poll(async () => {
+          await client.publish('sentinel-wake', `after ${sent++}`);
+          return heard.some((next) => next.startsWith('after'));
+        }, { timeout: 15_000 })
+        .toBe(true);
+    } finally {
+      wakeups.close();
+    }
   });
 });

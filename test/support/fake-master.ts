@@ -12,22 +12,37 @@ export class FakeMaster {
   readonly #sockets = new Set<Socket>();
   /** Commands received, for tests that check what reached it. */
   readonly commands: string[][] = [];
+  readonly #awaited: { name: string; resolve: (command: string[]) => void }[] = [];
 
   private constructor(
     private readonly server: Server,
     readonly port: number,
-    public answer: (command: string[]) => string,
+    /** Raw RESP for one command; several pieces are written one by one, a turn of the event loop apart (split frames). */
+    public answer: (command: string[]) => string | string[],
   ) {
     server.on('connection', (socket) => this.#serve(socket));
   }
 
-  static async start(answer: (command: string[]) => string = () => ':1\r\n'): Promise<FakeMaster> {
+  static async start(answer: (command: string[]) => string | string[] = () => ':1\r\n'): Promise<FakeMaster> {
     const server = createServer();
     const port = await new Promise<number>((resolve, reject) => {
       server.once('error', reject);
       server.listen({ host: '127.0.0.1', port: 0 }, () => resolve((server.address() as { port: number }).port));
     });
     return new FakeMaster(server, port, answer);
+  }
+
+  /** The next command called `name` (any case) to arrive, or the first one if it already has. */
+  received(name: string): Promise<string[]> {
+    const upper = name.toUpperCase();
+    const arrived = this.commands.find(([first]) => first?.toUpperCase() === upper);
+    if (arrived) return Promise.resolve(arrived);
+    return new Promise((resolve) => this.#awaited.push({ name: upper, resolve }));
+  }
+
+  /** Connections open now (the server's ends). */
+  get connections(): number {
+    return this.#sockets.size;
   }
 
   get url(): string {
@@ -53,6 +68,10 @@ export class FakeMaster {
         buffer = buffer.subarray(parsed.length);
         this.commands.push(parsed.command);
         const name = parsed.command[0]?.toUpperCase();
+        for (const waiting of this.#awaited.filter((one) => one.name === name)) {
+          this.#awaited.splice(this.#awaited.indexOf(waiting), 1);
+          waiting.resolve(parsed.command);
+        }
         if (name === 'HELLO') {
           // ioredis 6 asks for RESP3, as it does of a real Redis 7.
           socket.write('%3\r\n+server\r\n+redis\r\n+version\r\n+7.0.0\r\n+proto\r\n:3\r\n');
@@ -62,11 +81,21 @@ export class FakeMaster {
         } else if (name === 'INFO') {
           socket.write(bulk(`# Server\r\nredis_version:7.0.0\r\nrun_id:${runId}\r\nuptime_in_seconds:864000\r\n# Persistence\r\nloading:0\r\n`));
         } else {
-          socket.write(this.answer(parsed.command));
+          writePieces(socket, this.answer(parsed.command));
         }
       }
     });
   }
+}
+
+function writePieces(socket: Socket, reply: string | string[]): void {
+  if (typeof reply === 'string') {
+    socket.write(reply);
+    return;
+  }
+  const [first, ...rest] = reply;
+  if (first !== undefined) socket.write(first);
+  if (rest.length > 0) setImmediate(() => writePieces(socket, rest));
 }
 
 export function bulk(text: string): string {
