@@ -169,6 +169,7 @@ export class LockAcquirer {
         // Waiting for a holder or for a quarantine to end; a retry after a blip is not waiting.
         if (observer && !(result.error instanceof QuorumUnreachableError && result.error.retryAfterMs === undefined)) observer.waiting();
         try {
+          // A reader or a permit caller sleeps where a grant to another of its line wakes it (wakeHeads).
           await (!exclusive ? localQueue.asleep(localLine, waiter, pause) : !fencing && queues ? handOver.asleep(line, waiter, pause) : pause());
         } catch {
           entries.leave(list, waiter, '');
