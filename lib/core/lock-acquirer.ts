@@ -5,7 +5,7 @@ import { HandOffGrants } from './hand-off-grants.js';
 import { heldSince } from './held-locks.js';
 import type { GuardedAcquire, InstrumentationGuard } from './instrumentation-guard.js';
 import type { KeyNames } from './key-names.js';
-import { kindOf } from './lock-kind.js';
+import { kindOf, markerOf } from './lock-kind.js';
 import type { Lock } from './lock.js';
 import { lineOf, type LocalHandOver } from './local-hand-over.js';
 import type { LocalQueue } from './local-queue.js';
@@ -21,9 +21,22 @@ import { Waiter } from './waiter.js';
 /**
  * Rounds in which too few masters answered are retried this many times only: enough to ride
  * out a blip or a stall under load, few enough that callers hear of a majority outage within
- * about a second instead of waiting out their whole budget.
+ * three node timeouts (about 3 s by default with a ttl of 10 s or more) instead of waiting out
+ * their whole budget.
  */
 const UNREACHABLE_RETRIES = 2;
+
+/**
+ * How many waiting readers, or waiting callers for permits (at most `limit`), of one process
+ * may talk to the masters at once for the same resources; the others wait in this process's
+ * line for one of them to get its hold or give up. Unpaced, a burst of 300 readers behind a
+ * writer sent 300 scripts per master at once, each scanning a queue that grew to 300 entries,
+ * and the replies took longer than the node timeout: most of the burst failed with
+ * QuorumUnreachableError on healthy masters. 32 abreast keeps a thousand readers within a
+ * few seconds on a loaded machine (8 took three times as long), and each master's work per
+ * round trip small.
+ */
+export const SHARED_CONTENDERS = 32;
 
 /** What the acquire path uses of its engine. */
 export interface AcquirerParts {
@@ -67,7 +80,8 @@ export class LockAcquirer {
     checkCallOptions(options);
     const wait = resolveWait(options, engineOptions);
     const kind = kindOf(options);
-    // Readers and permits hold together: no local line, no hand-over (those pass one exclusive lock on).
+    // Readers and permits hold together: no hand-over (that passes one exclusive lock on), and a
+    // line as wide as SHARED_CONTENDERS, only for callers that wait (one round alone needs no pacing).
     const exclusive = kind.type === 'write';
     this.#parts.quarantine?.observeTtl(ttlMs);
     const fencing = options.fencing ?? engineOptions.fencing;
@@ -76,15 +90,22 @@ export class LockAcquirer {
     const startedAt = monotonicNow();
     const giveUpAt = startedAt + wait.waitTimeoutMs;
     const line = lineOf(keys);
+    // More callers of ours after a permit than there are permits could only be refused.
+    const width = exclusive ? 1 : kind.type === 'permit' ? Math.min(kind.limit, SHARED_CONTENDERS) : SHARED_CONTENDERS;
     // Before the first await, so in the caller's async context: a tracer's span gets the caller's as parent.
     const observer = this.#parts.instrumentation?.acquireStarted(list, ttlMs, startedAt);
 
     // A caller that will not wait (tryAcquire, retryCount 0) does not wait in line either.
     const waits = queues && wait.retryCount > 0;
+    const paced = exclusive || waits;
+    // Shared holders of one kind line up apart from writers, whose line is the exclusive lock's.
+    const localLine = exclusive ? line : `${markerOf(kind)}\n${line}`;
     // Nobody of this process is after these resources: the first try may be a plain SET NX.
-    const first = exclusive ? localQueue.enter(line) : true;
+    const first = paced ? localQueue.enter(localLine, width) : true;
     let uncontended = first && exclusive && keys.length === 1 && !fencing;
-    const predecessorFoundNoQuorum = first ? false : await this.#joinLocalLine(line, list, options.signal, waits ? wait.waitTimeoutMs : 0, observer);
+    const predecessorFoundNoQuorum = first
+      ? false
+      : await this.#joinLocalLine(localLine, width, list, options.signal, waits ? wait.waitTimeoutMs : 0, observer);
     // Only a caller that will wait takes a place in the masters' queues: an entry of one that will
     // not come back would stand ahead of real waiters, and stretch every Retry-After behind it.
     // A release may grant a single-key exclusive lock to the head of the masters' queue (not a fenced one: its fence needs a round).
@@ -124,7 +145,11 @@ export class LockAcquirer {
         const result = exclusive
           ? await exclusiveHolds.attempt(list, keys, ttlMs, attempt, fencing, waiter, uncontended && attempt === 1, observer)
           : await this.#parts.shared.attempt(list, keys, ttlMs, attempt, fencing, waiter, kind, observer);
-        if ('lock' in result) return waiter.abandoned ? await giveBack(result.lock, list, waiter) : acquired(observer, result.lock);
+        if ('lock' in result) {
+          if (waiter.abandoned) return await giveBack(result.lock, list, waiter);
+          if ('roomLeft' in result && result.roomLeft && paced) localQueue.wakeHeads(localLine);
+          return acquired(observer, result.lock);
+        }
         cleanup = result.cleanup;
         // Granted by hand-off while the round was out (the grants came before its refusals).
         const grantedDuringRound = handedOffByMasters();
@@ -144,7 +169,8 @@ export class LockAcquirer {
         // Waiting for a holder or for a quarantine to end; a retry after a blip is not waiting.
         if (observer && !(result.error instanceof QuorumUnreachableError && result.error.retryAfterMs === undefined)) observer.waiting();
         try {
-          await (!fencing && queues && exclusive ? handOver.asleep(line, waiter, pause) : pause());
+          // A reader or a permit caller sleeps where a grant to another of its line wakes it (wakeHeads).
+          await (!exclusive ? localQueue.asleep(localLine, waiter, pause) : !fencing && queues ? handOver.asleep(line, waiter, pause) : pause());
         } catch {
           entries.leave(list, waiter, '');
           throw new AcquireAbortedError(list, abortReason(waiter, options.signal));
@@ -164,7 +190,7 @@ export class LockAcquirer {
     } finally {
       this.#waiting.delete(waiter);
       waiter.close();
-      if (exclusive) localQueue.leave(line, foundNoQuorum);
+      if (paced) localQueue.leave(localLine, foundNoQuorum);
     }
   }
 
@@ -184,6 +210,7 @@ export class LockAcquirer {
   /** Waits behind this process's earlier callers for the same resources, within the wait budget. */
   async #joinLocalLine(
     line: string,
+    width: number,
     resources: string[],
     signal: AbortSignal | undefined,
     budgetMs: number,
@@ -191,7 +218,7 @@ export class LockAcquirer {
   ): Promise<boolean> {
     if (budgetMs > 0) observer?.waiting();
     try {
-      return await this.#parts.localQueue.join(line, signal, Math.max(1, budgetMs));
+      return await this.#parts.localQueue.join(line, signal, Math.max(1, budgetMs), width);
     } catch {
       // Behind a caller of this process: if one of ours holds the lock, it is free by then at the latest.
       const error = signal?.aborted

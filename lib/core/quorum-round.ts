@@ -1,3 +1,4 @@
+import { monotonicNow } from './clock.js';
 import type { MasterFailure } from './instrumentation.js';
 import type { NodeOutcome } from './node-outcome.js';
 import type { RedisNode } from './redis-node.js';
@@ -11,8 +12,13 @@ export interface RoundReply {
 
 export interface RoundOptions {
   readonly quorum: number;
-  /** One deadline for the whole round: a node that has not answered by then counts as timed out. */
+  /**
+   * One deadline for the whole round: a node that has not answered by then counts as timed out.
+   * Time this process itself was too busy to read replies does not count (see runRound).
+   */
   readonly timeoutMs: number;
+  /** However busy this process, the round waits no longer than this in all. Default: timeoutMs. */
+  readonly latestMs?: number;
   /**
    * Told once per node whose request failed, or was not answered by the deadline, whether the
    * round waited for it or was decided without it (a straggler's outcome still lands when it
@@ -36,7 +42,24 @@ export interface RoundResult {
  * a quorum granted, or so many refused or failed that a quorum is impossible, or the round's
  * deadline passed. Requests still in flight are not cancelled (they cannot be); their
  * outcomes keep landing in `outcomes`, and callers release on every node regardless.
+ *
+ * The deadline is the masters', not this process's: a node counts as silent only once this
+ * process has been free to read its reply. A reply that came while the event loop was busy
+ * (a burst of calls, a long synchronous task, a starved CPU) waits unread in the socket, and
+ * the deadline's timer runs before the socket is read. So the verdict waits for the next read
+ * of the sockets (setImmediate runs after the loop's poll for I/O); and a timer that fires late
+ * by more than LATE_SLACK of the timeout moves the deadline by as long as it was late (the
+ * process was busy, so replies may have come meanwhile and more may still be unread), up to
+ * `latestMs` in all. A round whose masters answer costs nothing of this: its timer is cleared.
  */
+/**
+ * A deadline timer late by more than this share of the node timeout (and LATE_MIN_MS) found this
+ * process busy, not a master silent: the usual lateness of a timer, a millisecond or two, never
+ * moves a deadline, so a dead master costs a caller what the node timeout says.
+ */
+const LATE_SLACK = 0.25;
+const LATE_MIN_MS = 5;
+
 export function runRound(
   nodes: readonly RedisNode[],
   options: RoundOptions,
@@ -81,7 +104,26 @@ export function runRound(
       }
     };
 
-    const timer = setTimeout(() => {
+    const latestMs = options.latestMs ?? options.timeoutMs;
+    const startedAt = monotonicNow();
+    let dueAt = startedAt + options.timeoutMs;
+    /** Set once the deadline has passed for this process too: the verdict follows the next read of the sockets. */
+    let expiring = false;
+    // One callback for the timer and the verdict after it: a round allocates no more closures than before.
+    const deadline = () => {
+      if (!expiring) {
+        const now = monotonicNow();
+        const lateMs = now - dueAt;
+        const moreMs = Math.min(lateMs, startedAt + latestMs - now);
+        if (lateMs > Math.max(LATE_MIN_MS, options.timeoutMs * LATE_SLACK) && moreMs > 0) {
+          dueAt = now + moreMs;
+          timer = setTimeout(deadline, moreMs);
+        } else {
+          expiring = true;
+          setImmediate(deadline);
+        }
+        return;
+      }
       outcomes.forEach((outcome, index) => {
         if (outcome.status !== 'pending') return;
         // A straggler of a round decided without it: late, and its outcome still lands when it answers.
@@ -92,7 +134,8 @@ export function runRound(
         report?.(index, 'timeout');
       });
       finish();
-    }, options.timeoutMs);
+    };
+    let timer = setTimeout(deadline, options.timeoutMs);
 
     const failed = (outcome: NodeOutcome, index: number, error: unknown) => {
       if (error instanceof NodeQuarantinedError) {

@@ -330,7 +330,10 @@ export class Redlock extends EventEmitter implements LockEngine {
     operation: RoundOperation,
   ): Promise<RoundResult> {
     const timeoutMs = nodeTimeoutMs(this.options, ttlMs);
-    return runRound(this.nodes, { quorum: this.quorum, timeoutMs, onFailure: this.#masterFailures?.[operation] }, send, interpret);
+    // However long this process keeps itself busy, a round ends by half the ttl: a grant later
+    // than that would leave less than half a lock.
+    const latestMs = Math.max(timeoutMs, ttlMs / 2);
+    return runRound(this.nodes, { quorum: this.quorum, timeoutMs, latestMs, onFailure: this.#masterFailures?.[operation] }, send, interpret);
   }
 
   /** A request whose answer counts as a vote: masters in restart quarantine are not asked. */

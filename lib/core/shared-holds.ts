@@ -50,7 +50,7 @@ export class SharedHolds {
     waiter: Waiter,
     kind: LockKind,
     observer: GuardedAcquire | undefined,
-  ): Promise<{ lock: Lock } | RoundFailure> {
+  ): Promise<{ lock: Lock; roomLeft: boolean } | RoundFailure> {
     const first = await this.#try(resources, keys, ttlMs, attempt, fencing, waiter, kind, observer, []);
     // Masters that disagreed on the slot: once more at once, asking for the slot free on most of
     // them, once the first try's entries are gone (else they would take that slot themselves).
@@ -72,7 +72,7 @@ export class SharedHolds {
     kind: LockKind,
     observer: GuardedAcquire | undefined,
     preferred: readonly string[],
-  ): Promise<{ lock: Lock } | RoundFailure | { preferred: string[]; cleanup: Promise<unknown> }> {
+  ): Promise<{ lock: Lock; roomLeft: boolean } | RoundFailure | { preferred: string[]; cleanup: Promise<unknown> }> {
     const { names, options, quorum } = this.rounds;
     const token = newToken();
     const start = monotonicNow();
@@ -122,7 +122,9 @@ export class SharedHolds {
       this.rounds.held(lock, round, waiter);
       this.rounds.withdraw(resources, waiter, round);
       if (slots) this.#dropOtherSlots(resources, keys, token, kind, round, grants, agreed.slots);
-      return { lock };
+      // Readers all fit; a permit left room if a master that granted it had another slot free on every resource.
+      const roomLeft = !slots || grants.some((grant) => grant !== undefined && grant.slots === agreed.slots && grant.free.every((free) => free.includes(',')));
+      return { lock, roomLeft };
     }
     // Wherever it did not refuse, behind the grant requests still in flight; not awaited: the
     // next try goes out behind it on every connection.

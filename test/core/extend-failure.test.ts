@@ -1,7 +1,7 @@
 import { once } from 'node:events';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { LockLostError, QuorumUnreachableError, Redlock } from '../../lib/index.js';
+import { LockLostError, QuorumUnreachableError, Redlock, type RedlockOptions } from '../../lib/index.js';
 import { connectMasters, disconnectAll, FRESH_FLEET } from '../support/masters.js';
 import { RedisFleet } from '../support/redis-fleet.js';
 import { TcpProxy } from '../support/tcp-proxy.js';
@@ -23,10 +23,10 @@ afterAll(async () => {
   await fleet?.stopAll();
 });
 
-async function engine(urls = fleet.urls()): Promise<Redlock> {
+async function engine(urls = fleet.urls(), options: RedlockOptions = {}): Promise<Redlock> {
   const clients = await connectMasters(urls);
   opened.push(...clients);
-  const redlock = new Redlock(clients, FRESH_FLEET);
+  const redlock = new Redlock(clients, { ...FRESH_FLEET, ...options });
   // Identified before its first round, so its takes all go out at once, as a long-lived engine's do.
   await redlock.verifyMasters();
   return redlock;
@@ -103,7 +103,8 @@ describe('a failed extension', () => {
 
   it('with a longer ttl keeps the old deadline, not the new one', async () => {
     const { urls, slowProxies } = await proxied([1, 2]);
-    const a = await engine(urls);
+    // The slow masters' 200 ms must outlast the round: the default for a 60 s ttl would wait 1 s.
+    const a = await engine(urls, { nodeTimeoutMs: 100 });
     const lock = await a.acquire('acct-long', 5_000);
     const before = lock.remainingMs();
     for (const proxy of slowProxies) proxy.setLatency(200);

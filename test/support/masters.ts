@@ -58,8 +58,8 @@ export const FRESH_FLEET = { restartQuarantineMs: false } as const;
 
 /**
  * For tests that count rounds or requests with no master down (a pause, if any, is shorter than
- * this): a reply slower than the 100 ms default node timeout on a loaded machine is not a fault
- * there, and must not cost a round.
+ * this): a reply slower than the default node timeout (10% of the ttl, at most 1 s: 100 ms for a
+ * 1 s lock) on a loaded machine is not a fault there, and must not cost a round.
  */
 export const PATIENT = { nodeTimeoutMs: 2_000 } as const;
 
