@@ -3,8 +3,9 @@ import type { RoundReply } from './quorum-round.js';
 
 /**
  * How long a waiter's queue entry outlives the wait the masters told it about, if the waiter
- * does not come back, and the longest a release reserves a key for the queue's head: what a
- * crashed waiter at the head can cost the others.
+ * does not come back; the longest a release reserves a key for the queue's head, and how long
+ * a head's entry lives once a script has woken it (nameHead): what a crashed waiter at the
+ * head can cost the others.
  */
 export const QUEUE_ENTRY_STAY_MS = 1_000;
 
@@ -28,6 +29,8 @@ export function script(name: string, source: string): LuaScript {
  * - nowMs(): the master's clock, read once per script call.
  * - liveHead(q, now, except): the live entry with the lowest ticket (ties by id), dropping
  *   dead entries on the way; `except` (a waiter id) is skipped.
+ * - nameHead(key, q, now, stay, head, deadline, entry): wakes the head, cuts its entry to `stay`
+ *   unless its waiter comes back, and wakes the runner-up.
  * - handOn(key, q, stay): the lock key has just been freed by its owner. If anyone lives in
  *   the queue, the key goes to the head. A head whose entry carries a grant (" =token ttl stamp
  *   anchor", written by enlist for a hand-off waiter) is granted the key at once: SET to its
@@ -37,7 +40,9 @@ export function script(name: string, source: string): LuaScript {
  *   reckons the validity it may claim (docs/GUARANTEES.md, "Server-side hand-off"). Any other
  *   head gets a reservation ("~" + its id, which no token can equal) for as long as its entry
  *   lives, at most `stay` ms: nobody else can slip in, not even a caller trying a plain SET NX,
- *   while the head comes to take it with a full round of its own. Else the key is deleted, and
+ *   while the head comes to take it with a full round of its own; its entry lapses with the
+ *   reservation unless it comes, and the runner-up is woken as well (nameHead), so a crashed
+ *   head costs the others about `stay`. Else the key is deleted, and
  *   a queue whose entries all died is told so ('' on the key's channel wakes anyone listening).
  *   The head is woken on its own process's channel (WAKE_CHANNEL_PREFIX + the part of its id
  *   before ':'), with "<id> <key>" (a reservation) or "<id>/<anchor>/<elapsed>/<run_id> <key>" (a
@@ -102,6 +107,23 @@ end
 local function grantTag(token, ttl, anchor)
   return ' =' .. token .. ' ' .. ttl .. ' ' .. nowMs() .. ' ' .. anchor
 end
+local function wakeChannel(waiter)
+  return '${WAKE_CHANNEL_PREFIX}' .. string.match(waiter, '^[^:]*')
+end
+-- Wakes the queue's head (its entry's deadline and value given) for key: it has \`stay\` ms to
+-- come back, after which its entry lapses unless its waiter enlists again (under the same
+-- ticket: a slow waiter keeps its place), so a crashed head does not stand ahead of the others
+-- until the long deadline its last refusal gave it. The runner-up is woken too: it is the one to
+-- find out that the head crashed, a round and at most \`stay\` later, instead of sleeping out the
+-- long wait it was told (nobody else would name it).
+local function nameHead(key, q, now, stay, head, deadline, entry)
+  if deadline > now + stay then
+    redis.call('HSET', q, head, (string.gsub(entry, '^(%S+) %S+', '%1 ' .. (now + stay), 1)))
+  end
+  redis.call('PUBLISH', wakeChannel(head), head .. ' ' .. key)
+  local second = liveHead(q, now, head)
+  if second then redis.call('PUBLISH', wakeChannel(second), second .. ' ' .. key) end
+end
 local function handOn(key, q, stay)
   if redis.call('EXISTS', q) == 0 then
     redis.call('DEL', key)
@@ -114,7 +136,6 @@ local function handOn(key, q, stay)
     redis.call('PUBLISH', key, '')
     return
   end
-  local channel = '${WAKE_CHANNEL_PREFIX}' .. string.match(head, '^[^:]*')
   local token, ttl, stamp, anchor = string.match(entry, ' =(%S+) (%d+) (%d+) (%d+)$')
   if token then
     redis.call('SET', key, token, 'PX', ttl)
@@ -122,10 +143,11 @@ local function handOn(key, q, stay)
     -- Which server granted: one server reached under two names, or a subscriber connection that
     -- reached another server than its master's, must not count twice.
     local server = string.match(redis.call('INFO', 'server'), 'run_id:(%x+)')
-    redis.call('PUBLISH', channel, head .. '/' .. anchor .. '/' .. (now - tonumber(stamp)) .. '/' .. server .. ' ' .. key)
+    redis.call('PUBLISH', wakeChannel(head), head .. '/' .. anchor .. '/' .. (now - tonumber(stamp)) .. '/' .. server .. ' ' .. key)
   else
-    redis.call('SET', key, '~' .. head, 'PX', math.max(1, math.min(deadline - now, stay)))
-    redis.call('PUBLISH', channel, head .. ' ' .. key)
+    local life = math.max(1, math.min(deadline - now, stay))
+    redis.call('SET', key, '~' .. head, 'PX', life)
+    nameHead(key, q, now, life, head, deadline, entry)
   end
 end
 `;
