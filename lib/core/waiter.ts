@@ -1,4 +1,3 @@
-import { setTimeout as sleep } from 'node:timers/promises';
 import { LockHeldError, QuorumUnreachableError, type RedlockError } from './errors.js';
 import type { WaitOptions } from './redlock-options.js';
 import type { Lock } from './lock.js';
@@ -82,13 +81,11 @@ export class Waiter {
     if (this.grants?.lock) return;
     if (error instanceof QuorumUnreachableError && error.retryAfterMs !== undefined) {
       // Masters in restart quarantine vote again at a known time: asking before is pointless.
-      await sleep(Math.min(leftMs, error.retryAfterMs), undefined, { signal: this.signal });
+      await this.#sleep(Math.min(leftMs, error.retryAfterMs), false);
       return;
     }
     if (!(error instanceof LockHeldError) || !this.wakeups) {
-      await sleep(Math.min(leftMs, this.wait.retryDelayMs + Math.random() * this.wait.retryJitterMs), undefined, {
-        signal: this.signal,
-      });
+      await this.#sleep(Math.min(leftMs, this.wait.retryDelayMs + Math.random() * this.wait.retryJitterMs), false);
       return;
     }
     this.#wakesNeeded = Math.max(1, Math.min(this.quorum, error.refusedBy.length));
@@ -217,33 +214,12 @@ export class Waiter {
     this.#wake?.();
   }
 
-  /**
-   * A plain timer and promise rather than timers/promises with an AbortController: aborting
-   * that costs two DOMExceptions with stack traces, 40 to 100 µs that would sit between one
-   * holder's release and the next holder's start on every wake-up and hand-over.
-   */
+  /** Sleeps until woken (or handed a lock) or `ms` pass, unless a wake-up already came since the last round. */
   async #sleepUntilWoken(ms: number): Promise<void> {
     if (!this.#woken) {
       this.#sleeping = true;
       try {
-        await new Promise<void>((resolve, reject) => {
-          const finish = (stopped?: { reason: unknown }) => {
-            clearTimeout(timer);
-            this.signal?.removeEventListener('abort', onAbort);
-            this.#wake = undefined;
-            this.#interrupt = undefined;
-            // A lock handed over just as the caller gave up is still ours to release: keep it.
-            if (stopped && !this.#handed) reject(stopped.reason);
-            else resolve();
-          };
-          const onAbort = () => finish({ reason: this.signal!.reason });
-          const timer = setTimeout(() => finish(), Math.max(0, ms));
-          this.#wake = () => finish();
-          this.#interrupt = (reason) => finish({ reason });
-          if (this.#abandoned) finish(this.#abandoned);
-          else if (this.signal?.aborted) onAbort();
-          else this.signal?.addEventListener('abort', onAbort, { once: true });
-        });
+        await this.#sleep(ms, true);
       } finally {
         this.#sleeping = false;
       }
@@ -253,5 +229,34 @@ export class Waiter {
     this.#wokenBy.clear();
     clearTimeout(this.#spreadTimer);
     this.#spreadTimer = undefined;
+  }
+
+  /**
+   * `ms`, cut short by the caller's signal or by releaseAll (rejecting), and when `wakeable` by a
+   * wake-up too: a pause that only waits out a quarantine or a backoff must still end at once
+   * at shutdown, or releaseAll would wait for it. A plain timer and promise rather than
+   * timers/promises with an AbortController: aborting that costs two DOMExceptions with stack
+   * traces, 40 to 100 µs that would sit between one holder's release and the next holder's start
+   * on every wake-up and hand-over.
+   */
+  #sleep(ms: number, wakeable: boolean): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      const finish = (stopped?: { reason: unknown }) => {
+        clearTimeout(timer);
+        this.signal?.removeEventListener('abort', onAbort);
+        this.#wake = undefined;
+        this.#interrupt = undefined;
+        // A lock handed over just as the caller gave up is still ours to release: keep it.
+        if (stopped && !this.#handed) reject(stopped.reason);
+        else resolve();
+      };
+      const onAbort = () => finish({ reason: this.signal!.reason });
+      const timer = setTimeout(() => finish(), Math.max(0, ms));
+      if (wakeable) this.#wake = () => finish();
+      this.#interrupt = (reason) => finish({ reason });
+      if (this.#abandoned) finish(this.#abandoned);
+      else if (this.signal?.aborted) onAbort();
+      else this.signal?.addEventListener('abort', onAbort, { once: true });
+    });
   }
 }

@@ -57,6 +57,20 @@ describe('releaseAll makes every acquire call of the engine in progress give up'
     await expect.poll(async () => (await keysOn(b.clients, '*own-holder')).flat()).toEqual([]);
   });
 
+  it('a caller pausing between rounds without wake-ups: its pause ends at once, not when its timer runs out', async () => {
+    const a = await engine();
+    // No wake-ups: a refused caller backs off for retryDelayMs, here longer than the test may run.
+    const b = await separateEngine(fleet.urls(), opened, { ...PATIENT, wakeups: false, retryDelayMs: 120_000 });
+    const held = await a.redlock.acquire('backing-off', 10_000);
+    await heldEverywhere(a.clients, 'redlock:backing-off');
+    // Fenced: its first round is the queue's script, so its entry says it is in its pause.
+    const call = outcomeOf(b.redlock.acquire('backing-off', 10_000, { fencing: true, waitTimeoutMs: 300_000 }));
+    await enlisted(a.clients, 'backing-off');
+    await b.redlock.releaseAll('backing-off shutdown');
+    expect(await call).toEqual(aborted('backing-off shutdown'));
+    await held.release();
+  });
+
   it('a try whose round is out: what it wins is given back before releaseAll resolves', async () => {
     const b = await engine();
     const call = outcomeOf(b.redlock.tryAcquire('in-flight', 10_000));
