@@ -30,7 +30,7 @@ export function script(name: string, source: string): LuaScript {
  * - liveHead(q, now, except): the live entry with the lowest ticket (ties by id), dropping
  *   dead entries on the way; `except` (a waiter id) is skipped.
  * - nameHead(key, q, now, stay, head, deadline, entry): wakes the head, cuts its entry to `stay`
- *   unless its waiter comes back, and wakes the runner-up.
+ *   unless its waiter comes back, and tells the runner-up to look again within `stay`.
  * - handOn(key, q, stay): the lock key has just been freed by its owner. If anyone lives in
  *   the queue, the key goes to the head. A head whose entry carries a grant (" =token ttl stamp
  *   anchor", written by enlist for a hand-off waiter) is granted the key at once: SET to its
@@ -41,12 +41,13 @@ export function script(name: string, source: string): LuaScript {
  *   head gets a reservation ("~" + its id, which no token can equal) for as long as its entry
  *   lives, at most `stay` ms: nobody else can slip in, not even a caller trying a plain SET NX,
  *   while the head comes to take it with a full round of its own; its entry lapses with the
- *   reservation unless it comes, and the runner-up is woken as well (nameHead), so a crashed
- *   head costs the others about `stay`. Else the key is deleted, and
+ *   reservation unless it comes, and the runner-up is told to look again by then (nameHead), so a
+ *   crashed head costs the others about `stay`. Else the key is deleted, and
  *   a queue whose entries all died is told so ('' on the key's channel wakes anyone listening).
  *   The head is woken on its own process's channel (WAKE_CHANNEL_PREFIX + the part of its id
  *   before ':'), with "<id> <key>" (a reservation) or "<id>/<anchor>/<elapsed>/<run_id> <key>" (a
- *   grant; a key may hold spaces, an id never holds '/'): only that process hears it. On the key's channel every process waiting for the
+ *   grant; a key may hold spaces, an id never holds '/' or '+'), the runner-up with
+ *   "<id>+<ms> <key>": only that process hears it. On the key's channel every process waiting for the
  *   key would be sent the message, one write per process and master for every release, to
  *   wake one waiter.
  */
@@ -113,16 +114,17 @@ end
 -- Wakes the queue's head (its entry's deadline and value given) for key: it has \`stay\` ms to
 -- come back, after which its entry lapses unless its waiter enlists again (under the same
 -- ticket: a slow waiter keeps its place), so a crashed head does not stand ahead of the others
--- until the long deadline its last refusal gave it. The runner-up is woken too: it is the one to
--- find out that the head crashed, a round and at most \`stay\` later, instead of sleeping out the
--- long wait it was told (nobody else would name it).
+-- until the long deadline its last refusal gave it. The runner-up is told to look again within
+-- \`stay\` ("<id>+<stay> <key>"): it is the one to find out that the head crashed, instead of
+-- sleeping out the long wait it was told (nobody else would name it). A hint, not a wake-up: a
+-- head that comes names it in time, and it spends no round meanwhile.
 local function nameHead(key, q, now, stay, head, deadline, entry)
   if deadline > now + stay then
     redis.call('HSET', q, head, (string.gsub(entry, '^(%S+) %S+', '%1 ' .. (now + stay), 1)))
   end
   redis.call('PUBLISH', wakeChannel(head), head .. ' ' .. key)
   local second = liveHead(q, now, head)
-  if second then redis.call('PUBLISH', wakeChannel(second), second .. ' ' .. key) end
+  if second then redis.call('PUBLISH', wakeChannel(second), second .. '+' .. stay .. ' ' .. key) end
 end
 local function handOn(key, q, stay)
   if redis.call('EXISTS', q) == 0 then

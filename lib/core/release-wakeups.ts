@@ -23,11 +23,13 @@ export interface HandOffMessage {
 
 /**
  * Called with the id of the waiter whose turn it is, or '' for anyone, which master (its index)
- * said so, and whether that master granted it the lock by hand-off.
+ * said so, and whether that master granted it the lock by hand-off; or, with `recheckMs`, the
+ * id of a runner-up that should look again within that many ms (the head was just woken, and
+ * may have crashed).
  */
-type Listener = (nextWaiter: string, master: number, grant: HandOffMessage | undefined) => void;
+type Listener = (nextWaiter: string, master: number, grant: HandOffMessage | undefined, recheckMs?: number) => void;
 
-/** Where the masters name this process's queue heads: "<waiter id>[/<anchor>/<elapsed>/<run_id>] <lock key>" (see handOn). */
+/** Where the masters name this process's queue heads: "<waiter id>[/<anchor>/<elapsed>/<run_id> | +<ms>] <lock key>" (see handOn). */
 const PROCESS_CHANNEL = WAKE_CHANNEL_PREFIX + PROCESS_ID;
 
 /**
@@ -149,18 +151,25 @@ export class ReleaseWakeups {
         let key = channel;
         let next = message;
         let grant: HandOffMessage | undefined;
+        let recheckMs: number | undefined;
         if (channel === PROCESS_CHANNEL) {
           const space = message.indexOf(' ');
           next = message.slice(0, space);
           key = message.slice(space + 1);
           const [id, anchor, elapsed, server] = next.split('/');
+          const plus = next.indexOf('+');
           if (server !== undefined) {
             next = id!;
             grant = { anchor: Number(anchor), elapsed: Number(elapsed), server };
+          } else if (plus >= 0) {
+            recheckMs = Number(next.slice(plus + 1));
+            next = next.slice(0, plus);
+            // Not a hint the scripts write: nothing to act on.
+            if (!(recheckMs >= 0)) return;
           }
         }
         const set = this.#listeners.get(key);
-        if (set) for (const listener of [...set]) listener(next, master, grant);
+        if (set) for (const listener of [...set]) listener(next, master, grant, recheckMs);
       });
       this.#subscribers.set(node, subscriber);
     }

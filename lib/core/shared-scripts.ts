@@ -15,7 +15,7 @@ import { AckedReply } from './replica-acks.js';
  *   live deadlines.
  * - wakeHead(key, q, now, marker, stay): wakes the queue's head if it waits for this same kind,
  *   because a grant left room or a permit was released (nameHead: its entry then lives at most
- *   `stay` more unless it comes, and the runner-up is woken too).
+ *   `stay` more unless it comes, and the runner-up is told to look again by then).
  */
 const SHARED_LUA =
   QUEUE_LUA +

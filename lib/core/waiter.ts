@@ -53,6 +53,10 @@ export class Waiter {
   #spreadTimer: NodeJS.Timeout | undefined;
   #roundStartedAt = -1;
   #lastRoundMs = 0;
+  /** By when (performance.now()) a master told this runner-up to look again, since its last round began. */
+  #recheckAt = Number.POSITIVE_INFINITY;
+  /** Brings the current sleep's timer forward to a time, while it lasts. */
+  #shorten: ((at: number) => void) | undefined;
 
   constructor(
     queues: boolean,
@@ -125,6 +129,7 @@ export class Waiter {
   beforeRound(attempt = 0): void {
     // A caller that does not queue never pauses: nothing to time or listen for.
     if (!this.wakeups || this.id === '') return;
+    this.#recheckAt = Number.POSITIVE_INFINITY;
     this.grants?.sending(attempt);
     this.#roundStartedAt = performance.now();
     if (this.#stopListening) return;
@@ -133,7 +138,9 @@ export class Waiter {
   }
 
   #listen(): void {
-    const { stop, subscribed } = this.wakeups!.register(this.channels, (next, master, grant) => this.#named(next, master, grant));
+    const { stop, subscribed } = this.wakeups!.register(this.channels, (next, master, grant, recheckMs) =>
+      recheckMs === undefined ? this.#named(next, master, grant) : this.#recheck(next, recheckMs),
+    );
     this.#stopListening = stop;
     this.#subscribe = subscribed;
   }
@@ -198,6 +205,19 @@ export class Waiter {
     this.#namedBy(master, grant !== undefined);
   }
 
+  /**
+   * A master woke the head of the queue and says we are next: should the head have crashed, its
+   * entry lapses within `ms`, and nobody would name us. So we look again by then, unless named
+   * first; a hint that comes while a round is out applies to the sleep after it.
+   */
+  #recheck(next: string, ms: number): void {
+    if (next !== this.id) return;
+    const at = performance.now() + ms + Math.random() * this.wait.retryJitterMs;
+    if (at >= this.#recheckAt) return;
+    this.#recheckAt = at;
+    this.#shorten?.(at);
+  }
+
   #namedBy(master: number, granting: boolean): void {
     this.#wokenBy.add(master);
     if (this.#wokenBy.size >= this.#wakesNeeded) {
@@ -219,7 +239,7 @@ export class Waiter {
     if (!this.#woken) {
       this.#sleeping = true;
       try {
-        await this.#sleep(ms, true);
+        await this.#sleep(Math.min(ms, this.#recheckAt - performance.now()), true);
       } finally {
         this.#sleeping = false;
       }
@@ -245,14 +265,24 @@ export class Waiter {
         clearTimeout(timer);
         this.signal?.removeEventListener('abort', onAbort);
         this.#wake = undefined;
+        this.#shorten = undefined;
         this.#interrupt = undefined;
         // A lock handed over just as the caller gave up is still ours to release: keep it.
         if (stopped && !this.#handed) reject(stopped.reason);
         else resolve();
       };
       const onAbort = () => finish({ reason: this.signal!.reason });
-      const timer = setTimeout(() => finish(), Math.max(0, ms));
-      if (wakeable) this.#wake = () => finish();
+      let timer = setTimeout(() => finish(), Math.max(0, ms));
+      if (wakeable) {
+        let due = performance.now() + ms;
+        this.#wake = () => finish();
+        this.#shorten = (at) => {
+          if (at >= due) return;
+          due = at;
+          clearTimeout(timer);
+          timer = setTimeout(() => finish(), Math.max(0, at - performance.now()));
+        };
+      }
       this.#interrupt = (reason) => finish({ reason });
       if (this.#abandoned) finish(this.#abandoned);
       else if (this.signal?.aborted) onAbort();
