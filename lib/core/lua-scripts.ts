@@ -2,10 +2,9 @@ import { createHash } from 'node:crypto';
 import type { RoundReply } from './quorum-round.js';
 
 /**
- * How long a waiter's queue entry outlives the wait the masters told it about, if the waiter
- * does not come back; the longest a release reserves a key for the queue's head, and how long
- * a head's entry lives once a script has woken it (nameHead): what a crashed waiter at the
- * head can cost the others.
+ * How long a waiter's queue entry outlives the wait the masters told it about, or lives once a
+ * script has woken it (nameHead), if the waiter does not come back, and the longest a release
+ * reserves a key for the queue's head: what a crashed waiter at the head can cost the others.
  */
 export const QUEUE_ENTRY_STAY_MS = 1_000;
 
@@ -111,13 +110,10 @@ end
 local function wakeChannel(waiter)
   return '${WAKE_CHANNEL_PREFIX}' .. string.match(waiter, '^[^:]*')
 end
--- Wakes the queue's head (its entry's deadline and value given) for key: it has \`stay\` ms to
--- come back, after which its entry lapses unless its waiter enlists again (under the same
--- ticket: a slow waiter keeps its place), so a crashed head does not stand ahead of the others
--- until the long deadline its last refusal gave it. The runner-up is told to look again within
--- \`stay\` ("<id>+<stay> <key>"): it is the one to find out that the head crashed, instead of
--- sleeping out the long wait it was told (nobody else would name it). A hint, not a wake-up: a
--- head that comes names it in time, and it spends no round meanwhile.
+-- A crashed head must not stand ahead of the others until the long deadline its last refusal
+-- gave it: its entry lapses \`stay\` from now unless its waiter enlists again (same ticket, same
+-- place). The runner-up, whom nobody else would name, is told to look again by then: a hint,
+-- which costs it no round if the head comes and its release names the runner-up first.
 local function nameHead(key, q, now, stay, head, deadline, entry)
   if deadline > now + stay then
     redis.call('HSET', q, head, (string.gsub(entry, '^(%S+) %S+', '%1 ' .. (now + stay), 1)))
