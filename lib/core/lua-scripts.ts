@@ -26,9 +26,9 @@ export function script(name: string, source: string): LuaScript {
  * resource, field = waiter id, value = "ticket deadline" and a tag: a shared waiter's marker, or a
  * hand-off waiter's grant).
  * - nowMs(): the master's clock, read once per script call.
- * - liveHead(q, now, except): the live entry with the lowest ticket (ties by id), dropping
- *   dead entries on the way; `except` (a waiter id) is skipped.
- * - nameHead(key, q, now, stay, head, deadline, entry): wakes the head, cuts its entry to `stay`
+ * - liveHead(q, now, except): the live entry with the lowest ticket (ties by id), and the
+ *   runner-up's id, dropping dead entries on the way; `except` (a waiter id) is skipped.
+ * - nameHead(key, q, now, stay, head, deadline, entry, second): wakes the head, cuts its entry to `stay`
  *   unless its waiter comes back, and tells the runner-up to look again within `stay`.
  * - handOn(key, q, stay): the lock key has just been freed by its owner. If anyone lives in
  *   the queue, the key goes to the head. A head whose entry carries a grant (" =token ttl stamp
@@ -60,17 +60,22 @@ local function nowMs()
 end
 local function liveHead(q, now, except)
   local entries = redis.call('HGETALL', q)
-  local head, headTicket, headDeadline, headEntry
+  local head, headTicket, headDeadline, headEntry, second, secondTicket
   for j = 1, #entries, 2 do
     local t, d = string.match(entries[j + 1], '(%S+) (%S+)')
     t, d = tonumber(t), tonumber(d)
     if d < now then
       redis.call('HDEL', q, entries[j])
-    elseif entries[j] ~= except and (not head or t < headTicket or (t == headTicket and entries[j] < head)) then
-      head, headTicket, headDeadline, headEntry = entries[j], t, d, entries[j + 1]
+    elseif entries[j] ~= except then
+      if not head or t < headTicket or (t == headTicket and entries[j] < head) then
+        second, secondTicket = head, headTicket
+        head, headTicket, headDeadline, headEntry = entries[j], t, d, entries[j + 1]
+      elseif not second or t < secondTicket or (t == secondTicket and entries[j] < second) then
+        second, secondTicket = entries[j], t
+      end
     end
   end
-  return head, headTicket, headDeadline, headEntry
+  return head, headTicket, headDeadline, headEntry, second
 end
 -- Whether a live waiter stands ahead of (me, ticket) in a queue KEYS[n + i] not reserved for us,
 -- and how long the longest-lived such head's entry lasts; and which of the queues exist.
@@ -114,12 +119,11 @@ end
 -- gave it: its entry lapses \`stay\` from now unless its waiter enlists again (same ticket, same
 -- place). The runner-up, whom nobody else would name, is told to look again by then: a hint,
 -- which costs it no round if the head comes and its release names the runner-up first.
-local function nameHead(key, q, now, stay, head, deadline, entry)
+local function nameHead(key, q, now, stay, head, deadline, entry, second)
   if deadline > now + stay then
     redis.call('HSET', q, head, (string.gsub(entry, '^(%S+) %S+', '%1 ' .. (now + stay), 1)))
   end
   redis.call('PUBLISH', wakeChannel(head), head .. ' ' .. key)
-  local second = liveHead(q, now, head)
   if second then redis.call('PUBLISH', wakeChannel(second), second .. '+' .. stay .. ' ' .. key) end
 end
 local function handOn(key, q, stay)
@@ -128,7 +132,7 @@ local function handOn(key, q, stay)
     return
   end
   local now = nowMs()
-  local head, _, deadline, entry = liveHead(q, now, nil)
+  local head, _, deadline, entry, second = liveHead(q, now, nil)
   if not head then
     redis.call('DEL', key)
     redis.call('PUBLISH', key, '')
@@ -145,7 +149,7 @@ local function handOn(key, q, stay)
   else
     local life = math.max(1, math.min(deadline - now, stay))
     redis.call('SET', key, '~' .. head, 'PX', life)
-    nameHead(key, q, now, life, head, deadline, entry)
+    nameHead(key, q, now, life, head, deadline, entry, second)
   end
 end
 `;

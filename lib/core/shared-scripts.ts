@@ -39,9 +39,9 @@ const SHARED_LUA =
   return used, count, earliest, latest, mine
 end
 local function wakeHead(key, q, now, marker, stay)
-  local head, _, deadline, entry = liveHead(q, now, nil)
+  local head, _, deadline, entry, second = liveHead(q, now, nil)
   if not head then return end
-  if string.match(entry, '^%S+ %S+ (%S+)') == marker then nameHead(key, q, now, stay, head, deadline, entry) end
+  if string.match(entry, '^%S+ %S+ (%S+)') == marker then nameHead(key, q, now, stay, head, deadline, entry, second) end
 end
 `;
 

@@ -223,7 +223,8 @@ describe.each(RELEASES)('wake-ups by %s', (name, release) => {
     };
     const now = Number((await client!.time())[0]) * 1000;
     await client!.set(w1, 'tok', 'PX', 60_000);
-    await client!.hset(`${w1}:q`, 'procA:7', `10 ${now + 60_000}`, 'procB:3', `20 ${now + 60_000}`);
+    // In an order where the runner-up is neither the first nor the last entry read.
+    await client!.hset(`${w1}:q`, 'procC:1', `30 ${now + 60_000}`, 'procA:7', `10 ${now + 60_000}`, 'procB:3', `20 ${now + 60_000}`);
     await release(client!, w1, 'tok');
     await settle();
     // And the runner-up is told to look again within the stay: should the head have crashed, it is
