@@ -64,10 +64,13 @@ export interface AcquirerParts {
 export class LockAcquirer {
   readonly #parts: AcquirerParts;
   /**
-   * Acquire calls that may wait, with their resources, from their start (a call whose round is
-   * out when releaseAll runs must give back what that round wins): releaseAll makes them give up.
+   * Acquire calls past this process's line, with their resources, from their first round (a
+   * call whose round is out when releaseAll runs must give back what that round wins):
+   * releaseAll makes them give up.
    */
   readonly #waiting = new Map<Waiter, string[]>();
+  /** The calls started since the last releaseAll, those still in this process's line included. */
+  #calls = new CallsInProgress();
 
   constructor(parts: AcquirerParts) {
     this.#parts = parts;
@@ -103,9 +106,17 @@ export class LockAcquirer {
     // Nobody of this process is after these resources: the first try may be a plain SET NX.
     const first = paced ? localQueue.enter(localLine, width) : true;
     let uncontended = first && exclusive && keys.length === 1 && !fencing;
-    const predecessorFoundNoQuorum = first
-      ? false
-      : await this.#joinLocalLine(localLine, width, list, options.signal, waits ? wait.waitTimeoutMs : 0, observer);
+    const calls = this.#calls;
+    calls.count++;
+    let predecessorFoundNoQuorum = false;
+    if (!first) {
+      try {
+        predecessorFoundNoQuorum = await this.#joinLocalLine(localLine, width, list, options.signal, waits ? wait.waitTimeoutMs : 0, observer);
+      } catch (error) {
+        calls.ended();
+        throw error;
+      }
+    }
     // Only a caller that will wait takes a place in the masters' queues: an entry of one that will
     // not come back would stand ahead of real waiters, and stretch every Retry-After behind it.
     // A release may grant a single-key exclusive lock to the head of the masters' queue (not a fenced one: its fence needs a round).
@@ -123,7 +134,9 @@ export class LockAcquirer {
     let foundNoQuorum = false;
     /** The last failed attempt's cleanup: a caller that gives up waits for it, so it leaves nothing behind. */
     let cleanup: Promise<unknown> | undefined;
-    if (waits) this.#waiting.set(waiter, list);
+    this.#waiting.set(waiter, list);
+    // releaseAll ran while this call waited in this process's line: its turn came only because the head gave up.
+    if (calls.abandoned) waiter.abandon(calls.abandoned.reason);
     try {
       for (;;) {
         attempt++;
@@ -191,20 +204,25 @@ export class LockAcquirer {
       this.#waiting.delete(waiter);
       waiter.close();
       if (paced) localQueue.leave(localLine, foundNoQuorum);
+      calls.ended();
     }
   }
 
   /**
-   * For releaseAll: makes every waiting call give up (AcquireAbortedError with `reason`), and
-   * withdraws its entries from the masters' queues; resolves once they are withdrawn.
+   * For releaseAll: makes every call in progress give up (AcquireAbortedError with `reason`),
+   * those waiting in this process's line as their turns come (at once: each head ahead of them
+   * gives up too), and withdraws their entries from the masters' queues; resolves once they are
+   * withdrawn and every call has ended, having given back whatever a round out meanwhile won.
    */
   abandonAll(reason: string): Promise<unknown> {
-    return Promise.all(
-      [...this.#waiting].map(([waiter, resources]) => {
-        waiter.abandon(reason);
-        return this.#parts.entries.leaveNow(resources, waiter, '');
-      }),
-    );
+    const calls = this.#calls;
+    this.#calls = new CallsInProgress();
+    const ended = calls.abandon(reason);
+    const leaving = [...this.#waiting].map(([waiter, resources]) => {
+      waiter.abandon(reason);
+      return this.#parts.entries.leaveNow(resources, waiter, '');
+    });
+    return Promise.all([...leaving, ended]);
   }
 
   /** Waits behind this process's earlier callers for the same resources, within the wait budget. */
@@ -227,6 +245,27 @@ export class LockAcquirer {
       observer?.failed(error, budgetMs > 0);
       throw error;
     }
+  }
+}
+
+/**
+ * The acquire calls started between two releaseAll calls: how many have not ended, and whether
+ * the second made them give up. One counter for them all, not a promise per call: an
+ * uncontended acquire allocates nothing for it.
+ */
+class CallsInProgress {
+  count = 0;
+  abandoned: { reason: unknown } | undefined;
+  #ended: (() => void) | undefined;
+
+  ended(): void {
+    if (--this.count === 0) this.#ended?.();
+  }
+
+  /** Marks these calls given up; resolves once none is in progress. */
+  abandon(reason: unknown): Promise<void> {
+    this.abandoned = { reason };
+    return this.count === 0 ? Promise.resolve() : new Promise((resolve) => (this.#ended = resolve));
   }
 }
 

@@ -2,9 +2,9 @@ import { createHash } from 'node:crypto';
 import type { RoundReply } from './quorum-round.js';
 
 /**
- * How long a waiter's queue entry outlives the wait the masters told it about, if the waiter
- * does not come back, and the longest a release reserves a key for the queue's head: what a
- * crashed waiter at the head can cost the others.
+ * How long a waiter's queue entry outlives the wait the masters told it about, or lives once a
+ * script has woken it (nameHead), if the waiter does not come back, and the longest a release
+ * reserves a key for the queue's head: what a crashed waiter at the head can cost the others.
  */
 export const QUEUE_ENTRY_STAY_MS = 1_000;
 
@@ -26,8 +26,10 @@ export function script(name: string, source: string): LuaScript {
  * resource, field = waiter id, value = "ticket deadline" and a tag: a shared waiter's marker, or a
  * hand-off waiter's grant).
  * - nowMs(): the master's clock, read once per script call.
- * - liveHead(q, now, except): the live entry with the lowest ticket (ties by id), dropping
- *   dead entries on the way; `except` (a waiter id) is skipped.
+ * - liveHead(q, now, except): the live entry with the lowest ticket (ties by id), and the
+ *   runner-up's id, dropping dead entries on the way; `except` (a waiter id) is skipped.
+ * - nameHead(key, q, now, stay, head, deadline, entry, second): wakes the head, cuts its entry to `stay`
+ *   unless its waiter comes back, and tells the runner-up to look again within `stay`.
  * - handOn(key, q, stay): the lock key has just been freed by its owner. If anyone lives in
  *   the queue, the key goes to the head. A head whose entry carries a grant (" =token ttl stamp
  *   anchor", written by enlist for a hand-off waiter) is granted the key at once: SET to its
@@ -38,11 +40,14 @@ export function script(name: string, source: string): LuaScript {
  *   from that answer (docs/GUARANTEES.md, "Server-side hand-off"). Any other
  *   head gets a reservation ("~" + its id, which no token can equal) for as long as its entry
  *   lives, at most `stay` ms: nobody else can slip in, not even a caller trying a plain SET NX,
- *   while the head comes to take it with a full round of its own. Else the key is deleted, and
+ *   while the head comes to take it with a full round of its own; its entry lapses with the
+ *   reservation unless it comes, and the runner-up is told to look again by then (nameHead), so a
+ *   crashed head costs the others about `stay`. Else the key is deleted, and
  *   a queue whose entries all died is told so ('' on the key's channel wakes anyone listening).
  *   The head is woken on its own process's channel (WAKE_CHANNEL_PREFIX + the part of its id
  *   before ':'), with "<id> <key>" (a reservation) or "<id>/<anchor>/<elapsed>/<run_id> <key>" (a
- *   grant; a key may hold spaces, an id never holds '/'): only that process hears it. On the key's channel every process waiting for the
+ *   grant; a key may hold spaces, an id never holds '/' or '+'), the runner-up with
+ *   "<id>+<ms> <key>": only that process hears it. On the key's channel every process waiting for the
  *   key would be sent the message, one write per process and master for every release, to
  *   wake one waiter.
  */
@@ -56,17 +61,22 @@ local function nowMs()
 end
 local function liveHead(q, now, except)
   local entries = redis.call('HGETALL', q)
-  local head, headTicket, headDeadline, headEntry
+  local head, headTicket, headDeadline, headEntry, second, secondTicket
   for j = 1, #entries, 2 do
     local t, d = string.match(entries[j + 1], '(%S+) (%S+)')
     t, d = tonumber(t), tonumber(d)
     if d < now then
       redis.call('HDEL', q, entries[j])
-    elseif entries[j] ~= except and (not head or t < headTicket or (t == headTicket and entries[j] < head)) then
-      head, headTicket, headDeadline, headEntry = entries[j], t, d, entries[j + 1]
+    elseif entries[j] ~= except then
+      if not head or t < headTicket or (t == headTicket and entries[j] < head) then
+        second, secondTicket = head, headTicket
+        head, headTicket, headDeadline, headEntry = entries[j], t, d, entries[j + 1]
+      elseif not second or t < secondTicket or (t == secondTicket and entries[j] < second) then
+        second, secondTicket = entries[j], t
+      end
     end
   end
-  return head, headTicket, headDeadline, headEntry
+  return head, headTicket, headDeadline, headEntry, second
 end
 -- Whether a live waiter stands ahead of (me, ticket) in a queue KEYS[n + i] not reserved for us,
 -- and how long the longest-lived such head's entry lasts; and which of the queues exist.
@@ -103,19 +113,32 @@ end
 local function grantTag(token, ttl, anchor)
   return ' =' .. token .. ' ' .. ttl .. ' ' .. nowMs() .. ' ' .. anchor
 end
+local function wakeChannel(waiter)
+  return '${WAKE_CHANNEL_PREFIX}' .. string.match(waiter, '^[^:]*')
+end
+-- A crashed head must not stand ahead of the others until the long deadline its last refusal
+-- gave it: its entry lapses \`stay\` from now unless its waiter enlists again (same ticket, same
+-- place). The runner-up, whom nobody else would name, is told to look again by then: a hint,
+-- which costs it no round if the head comes and its release names the runner-up first.
+local function nameHead(key, q, now, stay, head, deadline, entry, second)
+  if deadline > now + stay then
+    redis.call('HSET', q, head, (string.gsub(entry, '^(%S+) %S+', '%1 ' .. (now + stay), 1)))
+  end
+  redis.call('PUBLISH', wakeChannel(head), head .. ' ' .. key)
+  if second then redis.call('PUBLISH', wakeChannel(second), second .. '+' .. stay .. ' ' .. key) end
+end
 local function handOn(key, q, stay)
   if redis.call('EXISTS', q) == 0 then
     redis.call('DEL', key)
     return
   end
   local now = nowMs()
-  local head, _, deadline, entry = liveHead(q, now, nil)
+  local head, _, deadline, entry, second = liveHead(q, now, nil)
   if not head then
     redis.call('DEL', key)
     redis.call('PUBLISH', key, '')
     return
   end
-  local channel = '${WAKE_CHANNEL_PREFIX}' .. string.match(head, '^[^:]*')
   local token, ttl, stamp, anchor = string.match(entry, ' =(%S+) (%d+) (%d+) (%d+)$')
   if token then
     redis.call('SET', key, token, 'PX', ttl)
@@ -123,10 +146,11 @@ local function handOn(key, q, stay)
     -- Which server granted: one server reached under two names, or a subscriber connection that
     -- reached another server than its master's, must not count twice.
     local server = string.match(redis.call('INFO', 'server'), 'run_id:(%x+)')
-    redis.call('PUBLISH', channel, head .. '/' .. anchor .. '/' .. (now - tonumber(stamp)) .. '/' .. server .. ' ' .. key)
+    redis.call('PUBLISH', wakeChannel(head), head .. '/' .. anchor .. '/' .. (now - tonumber(stamp)) .. '/' .. server .. ' ' .. key)
   else
-    redis.call('SET', key, '~' .. head, 'PX', math.max(1, math.min(deadline - now, stay)))
-    redis.call('PUBLISH', channel, head .. ' ' .. key)
+    local life = math.max(1, math.min(deadline - now, stay))
+    redis.call('SET', key, '~' .. head, 'PX', life)
+    nameHead(key, q, now, life, head, deadline, entry, second)
   end
 end
 `;

@@ -232,9 +232,11 @@ export class Redlock extends EventEmitter implements LockEngine {
   }
 
   /**
-   * For shutdown: makes every waiting acquire call give up (AcquireAbortedError with `reason`,
-   * its places in the masters' queues withdrawn), fires every held lock's signal (so running
-   * work stops acting), then releases them all on every master. Never throws.
+   * For shutdown: makes every acquire call in progress give up (AcquireAbortedError with
+   * `reason`, its places in the masters' queues withdrawn, whatever a round of it out meanwhile
+   * wins given back), those waiting in this process's own line behind another caller too, fires
+   * every held lock's signal (so running work stops acting), then releases them all on every
+   * master. Resolves once all that is done: no call in progress then gets a lock. Never throws.
    */
   async releaseAll(reason = 'released at shutdown'): Promise<void> {
     // Waiting calls give up first (AcquireAbortedError with `reason`), so that no lock released

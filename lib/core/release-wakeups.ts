@@ -13,12 +13,14 @@ const LINGER_MS = 1_000;
 /**
  * Called with the id of the waiter whose turn it is, or '' for anyone, which master (its index)
  * said so, and, when that master says it granted the waiter the lock by hand-off, which request
- * of the waiter wrote the entry it granted (its anchor). Anyone who can PUBLISH can say any of
- * this: it is a reason to look (a round, or asking the master), never a grant in itself.
+ * of the waiter wrote the entry it granted (its anchor); or, with `recheckMs`, the id of a
+ * runner-up that should look again within that many ms (the head was just woken, and may have
+ * crashed). Anyone who can PUBLISH can say any of this: it is a reason to look (a round, or
+ * asking the master), never a grant in itself.
  */
-type Listener = (nextWaiter: string, master: number, grantAnchor: number | undefined) => void;
+type Listener = (nextWaiter: string, master: number, grantAnchor: number | undefined, recheckMs?: number) => void;
 
-/** Where the masters name this process's queue heads: "<waiter id>[/<anchor>/<elapsed>/<run_id>] <lock key>" (see handOn). */
+/** Where the masters name this process's queue heads: "<waiter id>[/<anchor>/<elapsed>/<run_id> | +<ms>] <lock key>" (see handOn). */
 const PROCESS_CHANNEL = WAKE_CHANNEL_PREFIX + PROCESS_ID;
 
 /**
@@ -144,7 +146,7 @@ export class ReleaseWakeups {
       subscriber = new WakeSubscriber(wakeEndpointOf(node.client), PROCESS_CHANNEL, (channel, message) => {
         const wake = readWake(channel, message);
         const set = wake && this.#listeners.get(wake.key);
-        if (set) for (const listener of [...set]) listener(wake.next, master, wake.grantAnchor);
+        if (set) for (const listener of [...set]) listener(wake.next, master, wake.grantAnchor, wake.recheckMs);
       }, report);
       this.#subscribers.set(node, subscriber);
     }
@@ -154,18 +156,28 @@ export class ReleaseWakeups {
 
 /**
  * A message as the release scripts publish it (see handOn): on a key's channel, '' (anyone); on
- * this process's channel, "<waiter id> <lock key>" or "<waiter id>/<anchor>/<elapsed>/<run_id> <lock
- * key>" for a grant (of which only the anchor is read: the rest is the master's to prove, see
- * HandOffGrants). Anything else is dropped.
+ * this process's channel, "<waiter id> <lock key>", "<waiter id>+<ms> <lock key>" for a runner-up
+ * to look again within <ms>, or "<waiter id>/<anchor>/<elapsed>/<run_id> <lock key>" for a grant
+ * (of which only the anchor is read: the rest is the master's to prove, see HandOffGrants).
+ * Anything else is dropped. Waiter ids hold neither '/' nor '+'.
  */
-export function readWake(channel: string, message: string): { key: string; next: string; grantAnchor: number | undefined } | undefined {
+export function readWake(
+  channel: string,
+  message: string,
+): { key: string; next: string; grantAnchor: number | undefined; recheckMs?: number } | undefined {
   if (channel !== PROCESS_CHANNEL) return { key: channel, next: message, grantAnchor: undefined };
   const space = message.indexOf(' ');
   if (space <= 0) return undefined;
   const head = message.slice(0, space);
   const key = message.slice(space + 1);
   const [next, anchorText] = head.split('/', 2) as [string, string | undefined];
-  if (anchorText === undefined) return { key, next, grantAnchor: undefined };
+  if (anchorText === undefined) {
+    const plus = head.indexOf('+');
+    if (plus < 0) return { key, next, grantAnchor: undefined };
+    const recheckMs = Number(head.slice(plus + 1));
+    if (plus === 0 || head.length === plus + 1 || !(recheckMs >= 0)) return undefined;
+    return { key, next: head.slice(0, plus), grantAnchor: undefined, recheckMs };
+  }
   const anchor = Number(anchorText);
   if (anchorText === '' || !Number.isSafeInteger(anchor) || anchor < 0) return undefined;
   return { key, next, grantAnchor: anchor };

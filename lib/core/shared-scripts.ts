@@ -1,4 +1,4 @@
-import { QUEUE_LUA, raiseFencesLua, script, UnexpectedReplyError, WAKE_CHANNEL_PREFIX } from './lua-scripts.js';
+import { QUEUE_LUA, raiseFencesLua, script, UnexpectedReplyError } from './lua-scripts.js';
 import type { RoundReply } from './quorum-round.js';
 import type { RedisNode } from './redis-node.js';
 import { AckedReply } from './replica-acks.js';
@@ -13,8 +13,9 @@ import { AckedReply } from './replica-acks.js';
  *
  * - live(h, now): drops dead entries; the slots in use, how many, and the earliest and latest
  *   live deadlines.
- * - wakeHead(key, q, now, marker): wakes the queue's head if it waits for this same kind,
- *   because a grant left room or a permit was released.
+ * - wakeHead(key, q, now, marker, stay): wakes the queue's head if it waits for this same kind,
+ *   because a grant left room or a permit was released (nameHead: its entry then lives at most
+ *   `stay` more unless it comes, and the runner-up is told to look again by then).
  */
 const SHARED_LUA =
   QUEUE_LUA +
@@ -37,13 +38,10 @@ const SHARED_LUA =
   end
   return used, count, earliest, latest, mine
 end
-local function wakeHead(key, q, now, marker)
-  local head = liveHead(q, now, nil)
+local function wakeHead(key, q, now, marker, stay)
+  local head, _, deadline, entry, second = liveHead(q, now, nil)
   if not head then return end
-  local kind = string.match(redis.call('HGET', q, head) or '', '^%S+ %S+ (%S+)')
-  if kind == marker then
-    redis.call('PUBLISH', '${WAKE_CHANNEL_PREFIX}' .. string.match(head, '^[^:]*'), head .. ' ' .. key)
-  end
+  if string.match(entry, '^%S+ %S+ (%S+)') == marker then nameHead(key, q, now, stay, head, deadline, entry, second) end
 end
 `;
 
@@ -139,7 +137,7 @@ for i = 1, n do
 end
 reply[2] = fence
 for i = 1, n do
-  if queues[i] and (limit == 0 or counts[i] + 1 < limit) then wakeHead(KEYS[i], KEYS[n + i], now, marker) end
+  if queues[i] and (limit == 0 or counts[i] + 1 < limit) then wakeHead(KEYS[i], KEYS[n + i], now, marker, stay) end
 end
 return reply`,
 );
@@ -223,7 +221,7 @@ for i = 1, n do
       if count > 0 then
         redis.call('PEXPIRE', key, latest - now)
         redis.call('PEXPIRE', h, latest - now)
-        if limit > 0 then wakeHead(key, q, now, marker) end
+        if limit > 0 then wakeHead(key, q, now, marker, stay) end
       else
         handOn(key, q, stay)
       end

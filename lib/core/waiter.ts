@@ -1,4 +1,3 @@
-import { setTimeout as sleep } from 'node:timers/promises';
 import { LockHeldError, QuorumUnreachableError, type RedlockError } from './errors.js';
 import type { WaitOptions } from './redlock-options.js';
 import type { Lock } from './lock.js';
@@ -54,6 +53,10 @@ export class Waiter {
   #spreadTimer: NodeJS.Timeout | undefined;
   #roundStartedAt = -1;
   #lastRoundMs = 0;
+  /** By when (performance.now()) a master told this runner-up to look again, since its last round began. */
+  #recheckAt = Number.POSITIVE_INFINITY;
+  /** Brings the current sleep's timer forward to a time, while it lasts. */
+  #shorten: ((at: number) => void) | undefined;
 
   constructor(
     queues: boolean,
@@ -86,13 +89,11 @@ export class Waiter {
     if (this.grants?.lock) return;
     if (error instanceof QuorumUnreachableError && error.retryAfterMs !== undefined) {
       // Masters in restart quarantine vote again at a known time: asking before is pointless.
-      await sleep(Math.min(leftMs, error.retryAfterMs), undefined, { signal: this.signal });
+      await this.#sleep(Math.min(leftMs, error.retryAfterMs), false);
       return;
     }
     if (!(error instanceof LockHeldError) || !this.wakeups) {
-      await sleep(Math.min(leftMs, this.wait.retryDelayMs + Math.random() * this.wait.retryJitterMs), undefined, {
-        signal: this.signal,
-      });
+      await this.#sleep(Math.min(leftMs, this.wait.retryDelayMs + Math.random() * this.wait.retryJitterMs), false);
       return;
     }
     this.#wakesNeeded = Math.max(1, Math.min(this.quorum, error.refusedBy.length));
@@ -132,6 +133,7 @@ export class Waiter {
   beforeRound(attempt = 0): void {
     // A caller that does not queue never pauses: nothing to time or listen for.
     if (!this.wakeups || this.id === '') return;
+    this.#recheckAt = Number.POSITIVE_INFINITY;
     this.grants?.sending(attempt);
     this.#roundStartedAt = performance.now();
     if (this.#stopListening) return;
@@ -140,7 +142,9 @@ export class Waiter {
   }
 
   #listen(): void {
-    const { stop, subscribed } = this.wakeups!.register(this.channels, (next, master, grantAnchor) => this.#named(next, master, grantAnchor));
+    const { stop, subscribed } = this.wakeups!.register(this.channels, (next, master, grantAnchor, recheckMs) =>
+      recheckMs === undefined ? this.#named(next, master, grantAnchor) : this.#recheck(next, recheckMs),
+    );
     this.#stopListening = stop;
     this.#subscribe = subscribed;
   }
@@ -205,6 +209,19 @@ export class Waiter {
     this.#namedBy(master, grantAnchor !== undefined);
   }
 
+  /**
+   * A master woke the head of the queue and says we are next: should the head have crashed, its
+   * entry lapses within `ms`, and nobody would name us. So we look again by then, unless named
+   * first; a hint that comes while a round is out applies to the sleep after it.
+   */
+  #recheck(next: string, ms: number): void {
+    if (next !== this.id) return;
+    const at = performance.now() + ms + Math.random() * this.wait.retryJitterMs;
+    if (at >= this.#recheckAt) return;
+    this.#recheckAt = at;
+    this.#shorten?.(at);
+  }
+
   #namedBy(master: number, granting: boolean): void {
     this.#wokenBy.add(master);
     if (this.#wokenBy.size >= this.#wakesNeeded) {
@@ -221,33 +238,12 @@ export class Waiter {
     this.#wake?.();
   }
 
-  /**
-   * A plain timer and promise rather than timers/promises with an AbortController: aborting
-   * that costs two DOMExceptions with stack traces, 40 to 100 µs that would sit between one
-   * holder's release and the next holder's start on every wake-up and hand-over.
-   */
+  /** Sleeps until woken (or handed a lock) or `ms` pass, unless a wake-up already came since the last round. */
   async #sleepUntilWoken(ms: number): Promise<void> {
     if (!this.#woken) {
       this.#sleeping = true;
       try {
-        await new Promise<void>((resolve, reject) => {
-          const finish = (stopped?: { reason: unknown }) => {
-            clearTimeout(timer);
-            this.signal?.removeEventListener('abort', onAbort);
-            this.#wake = undefined;
-            this.#interrupt = undefined;
-            // A lock handed over just as the caller gave up is still ours to release: keep it.
-            if (stopped && !this.#handed) reject(stopped.reason);
-            else resolve();
-          };
-          const onAbort = () => finish({ reason: this.signal!.reason });
-          const timer = setTimeout(() => finish(), Math.max(0, ms));
-          this.#wake = () => finish();
-          this.#interrupt = (reason) => finish({ reason });
-          if (this.#abandoned) finish(this.#abandoned);
-          else if (this.signal?.aborted) onAbort();
-          else this.signal?.addEventListener('abort', onAbort, { once: true });
-        });
+        await this.#sleep(Math.min(ms, this.#recheckAt - performance.now()), true);
       } finally {
         this.#sleeping = false;
       }
@@ -257,5 +253,44 @@ export class Waiter {
     this.#wokenBy.clear();
     clearTimeout(this.#spreadTimer);
     this.#spreadTimer = undefined;
+  }
+
+  /**
+   * `ms`, cut short by the caller's signal or by releaseAll (rejecting), and when `wakeable` by a
+   * wake-up too: a pause that only waits out a quarantine or a backoff must still end at once
+   * at shutdown, or releaseAll would wait for it. A plain timer and promise rather than
+   * timers/promises with an AbortController: aborting that costs two DOMExceptions with stack
+   * traces, 40 to 100 µs that would sit between one holder's release and the next holder's start
+   * on every wake-up and hand-over.
+   */
+  #sleep(ms: number, wakeable: boolean): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      const finish = (stopped?: { reason: unknown }) => {
+        clearTimeout(timer);
+        this.signal?.removeEventListener('abort', onAbort);
+        this.#wake = undefined;
+        this.#shorten = undefined;
+        this.#interrupt = undefined;
+        // A lock handed over just as the caller gave up is still ours to release: keep it.
+        if (stopped && !this.#handed) reject(stopped.reason);
+        else resolve();
+      };
+      const onAbort = () => finish({ reason: this.signal!.reason });
+      let timer = setTimeout(() => finish(), Math.max(0, ms));
+      if (wakeable) {
+        let due = performance.now() + ms;
+        this.#wake = () => finish();
+        this.#shorten = (at) => {
+          if (at >= due) return;
+          due = at;
+          clearTimeout(timer);
+          timer = setTimeout(() => finish(), Math.max(0, at - performance.now()));
+        };
+      }
+      this.#interrupt = (reason) => finish({ reason });
+      if (this.#abandoned) finish(this.#abandoned);
+      else if (this.signal?.aborted) onAbort();
+      else this.signal?.addEventListener('abort', onAbort, { once: true });
+    });
   }
 }

@@ -118,6 +118,17 @@ const RELEASES: [string, Release][] = [
     Number(await client.eval(RELEASE_ONE_SCRIPT.source, 2, key, `${key}:q`, token, waiter, QUEUE_ENTRY_STAY_MS))],
 ];
 
+/** The master's clock, in ms, as the scripts read it. */
+async function nowOn(client: Redis): Promise<number> {
+  const [seconds, micros] = await client.time();
+  return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+}
+
+/** The deadline in a queue entry ("ticket deadline[ tag]"). */
+function deadlineOf(entry: string | null): number {
+  return Number(entry?.split(' ')[1]);
+}
+
 describe('queue scripts on one master', () => {
   const seed = async (client: Redis, key: string, value: string, queue: Record<string, number>) => {
     const deadline = Number((await client.time())[0]) * 1000 + 60_000;
@@ -136,6 +147,11 @@ describe('queue scripts on one master', () => {
       expect(await release(client!, r1, 'tok')).toBe(1);
       expect(await client!.get(r1)).toBe('~early');
       expect(await client!.pttl(r1)).toBeLessThanOrEqual(QUEUE_ENTRY_STAY_MS);
+      // The head's entry lapses with the reservation unless its waiter comes back (a crashed head
+      // must not stand ahead of the others until its long deadline); the others' stay as they were.
+      const now = await nowOn(client!);
+      expect(deadlineOf(await client!.hget(`${r1}:q`, 'early'))).toBeLessThanOrEqual(now + QUEUE_ENTRY_STAY_MS);
+      expect(deadlineOf(await client!.hget(`${r1}:q`, 'late'))).toBeGreaterThan(now + 50_000);
       // A release with another token changes nothing.
       expect(await release(client!, r1, 'tok')).toBe(0);
       expect(await client!.get(r1)).toBe('~early');
@@ -154,6 +170,26 @@ describe('queue scripts on one master', () => {
     });
   });
 
+  it('a head that comes back after its reservation lapsed keeps its place: its ticket is still the lowest', async () => {
+    const [client] = await connectMasters([fleet.urls()[0]!]);
+    opened.push(client!);
+    await seed(client!, 'slow', 'tok', { early: 10, late: 20 });
+    await client!.eval(RELEASE_ONE_SCRIPT.source, 2, 'slow', 'slow:q', 'tok', '', QUEUE_ENTRY_STAY_MS);
+    expect(await client!.get('slow')).toBe('~early');
+    // What the stay running out leaves (no sleep here): the reservation and early's entry gone.
+    await client!.del('slow');
+    await client!.hset('slow:q', 'early', `10 ${(await nowOn(client!)) - 1}`);
+    const acquire = (token: string, waiter: string, ticket: number) =>
+      client!.eval(ACQUIRE_SCRIPT.source, 2, 'slow', 'slow:q', token, 60_000, 1, waiter, ticket, QUEUE_ENTRY_STAY_MS, '', 1);
+    // The next waiter is not kept out by a head that did not come...
+    expect(await acquire('late-token', 'late', 20)).toEqual([1, 0]);
+    // ...and the slow head, back with its ticket, is queued ahead of anyone who came after it.
+    expect(((await acquire('early-token', 'early', 10)) as number[])[0]).toBe(0);
+    await client!.hset('slow:q', 'later', `30 ${(await nowOn(client!)) + 60_000}`);
+    await client!.eval(RELEASE_ONE_SCRIPT.source, 2, 'slow', 'slow:q', 'late-token', '', QUEUE_ENTRY_STAY_MS);
+    expect(await client!.get('slow')).toBe('~early');
+  });
+
   it('a waiter leaving hands its reservation on to the next, or frees the key', async () => {
     const [client] = await connectMasters([fleet.urls()[0]!]);
     opened.push(client!);
@@ -166,7 +202,7 @@ describe('queue scripts on one master', () => {
 });
 
 describe.each(RELEASES)('wake-ups by %s', (name, release) => {
-  it("name the queue's head on its process's channel alone; a dead queue is told on the key's channel", async () => {
+  it("name the queue's head and its runner-up on their processes' channels alone; a dead queue is told on the key's channel", async () => {
     const [client, listener] = await connectMasters([fleet.urls()[0]!, fleet.urls()[0]!]);
     opened.push(client!, listener!);
     const [w1, w2] = [`w1:${name.length}`, `w2:${name.length}`];
@@ -187,10 +223,16 @@ describe.each(RELEASES)('wake-ups by %s', (name, release) => {
     };
     const now = Number((await client!.time())[0]) * 1000;
     await client!.set(w1, 'tok', 'PX', 60_000);
-    await client!.hset(`${w1}:q`, 'procA:7', `10 ${now + 60_000}`, 'procB:3', `20 ${now + 60_000}`);
+    // In an order where the runner-up is neither the first nor the last entry read.
+    await client!.hset(`${w1}:q`, 'procC:1', `30 ${now + 60_000}`, 'procA:7', `10 ${now + 60_000}`, 'procB:3', `20 ${now + 60_000}`);
     await release(client!, w1, 'tok');
     await settle();
-    expect(heard).toEqual([[`${WAKE_CHANNEL_PREFIX}procA`, `procA:7 ${w1}`]]);
+    // And the runner-up is told to look again within the stay: should the head have crashed, it is
+    // the one to find out.
+    expect(heard).toEqual([
+      [`${WAKE_CHANNEL_PREFIX}procA`, `procA:7 ${w1}`],
+      [`${WAKE_CHANNEL_PREFIX}procB`, `procB:3+${QUEUE_ENTRY_STAY_MS} ${w1}`],
+    ]);
     heard.length = 0;
     await client!.set(w2, 'tok', 'PX', 60_000);
     await client!.hset(`${w2}:q`, 'procA:8', `10 ${now - 1_000}`);

@@ -90,9 +90,10 @@ describe('reading a wake-up', () => {
     expect(readWake(channel, 'p:1/7/99000000/abc redlock:k')).toEqual({ key: 'redlock:k', next: 'p:1', grantAnchor: 7 });
     expect(readWake(channel, 'p:1 redlock:k with spaces')).toEqual({ key: 'redlock:k with spaces', next: 'p:1', grantAnchor: undefined });
     expect(readWake('redlock:k', '')).toEqual({ key: 'redlock:k', next: '', grantAnchor: undefined });
+    expect(readWake(channel, 'p:1+1000 redlock:k')).toEqual({ key: 'redlock:k', next: 'p:1', grantAnchor: undefined, recheckMs: 1000 });
   });
 
-  it.each(['', 'no-space', ' redlock:k', 'p:1/ redlock:k', 'p:1/x/0/abc redlock:k', 'p:1/-1/0/abc redlock:k', 'p:1/1e400 redlock:k'])(
+  it.each(['', 'no-space', ' redlock:k', 'p:1/ redlock:k', 'p:1/x/0/abc redlock:k', 'p:1/-1/0/abc redlock:k', 'p:1/1e400 redlock:k', 'p:1+ redlock:k', 'p:1+x redlock:k', '+5 redlock:k', 'p:1+-1 redlock:k'])(
     'drops %j',
     (message) => {
       expect(readWake(channel, message)).toBeUndefined();

@@ -1,7 +1,11 @@
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, expect, it } from 'vitest';
+import { LockHeldError } from '../../lib/core/errors.js';
+import { WAKE_CHANNEL_PREFIX } from '../../lib/core/lua-scripts.js';
 import { RedisNode } from '../../lib/core/redis-node.js';
 import { ReleaseWakeups } from '../../lib/core/release-wakeups.js';
+import { PROCESS_ID } from '../../lib/core/token.js';
+import { Waiter } from '../../lib/core/waiter.js';
 import { connectMasters, disconnectAll } from '../support/masters.js';
 import { RedisFleet } from '../support/redis-fleet.js';
 
@@ -33,6 +37,43 @@ it('a second listener on a channel being subscribed returns only once the subscr
     await first;
     await expect.poll(() => heard.sort()).toEqual(['first ', 'second ']);
   } finally {
+    wakeups.close();
+  }
+});
+
+it("a runner-up told to look again within the stay ends its sleep then, not at its fallback, even when told while its round was out", async () => {
+  const [client, publisher] = await connectMasters([fleet.urls()[0]!, fleet.urls()[0]!]);
+  opened.push(client!, publisher!);
+  const wakeups = new ReleaseWakeups([new RedisNode(client!)]);
+  const channel = WAKE_CHANNEL_PREFIX + PROCESS_ID;
+  const waiter = new Waiter(true, wakeups, ['hint-key'], { retryCount: Infinity, waitTimeoutMs: 600_000, retryDelayMs: 50, retryJitterMs: 0 }, undefined);
+  // Told to wait far longer than the test may run: only the hint can end these pauses in time.
+  const held = new LockHeldError(['hint'], ['master'], 1, 300_000);
+  // Messages on the subscriber's connection arrive in order: once a marker naming this listener
+  // is heard, every message published before it has been delivered.
+  const markers: string[] = [];
+  const marking = wakeups.register(['hint-key'], (next) => markers.push(next));
+  const delivered = async (marker: string) => {
+    await publisher!.publish(channel, `${marker} hint-key`);
+    await expect.poll(() => markers).toContain(marker);
+  };
+  try {
+    await waiter.pause(held, 600_000); // the first pause subscribes, and returns at once
+    waiter.beforeRound(2);
+    // A round is out: the hint comes before the waiter sleeps, and shortens the sleep after it.
+    await publisher!.publish(channel, `${waiter.id}+20 hint-key`);
+    await delivered(`${PROCESS_ID}:marker-1`);
+    await waiter.pause(held, 600_000);
+    waiter.beforeRound(3);
+    // Asleep: the hint brings its timer forward. Malformed hints and others' are not acted on.
+    const pausing = waiter.pause(held, 600_000);
+    await publisher!.publish(channel, `${waiter.id}+soon hint-key`);
+    await publisher!.publish(channel, `${PROCESS_ID}:other+0 hint-key`);
+    await publisher!.publish(channel, `${waiter.id}+20 hint-key`);
+    await pausing;
+  } finally {
+    marking.stop();
+    waiter.close();
     wakeups.close();
   }
 });
