@@ -2,7 +2,7 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 import { autoExtend } from './auto-extender.js';
 import { InvalidArgumentError, LockKindMismatchError, LockUpgradeError } from './errors.js';
 import { describeKind, familyOf, kindOf, type LockKind } from './lock-kind.js';
-import type { Lock, ReleaseResult } from './lock.js';
+import type { Lock, LockEndListener, ReleaseResult } from './lock.js';
 import type { AcquireOptions, LockedRoutine, UsingOptions } from './redlock.js';
 import { checkCallOptions, checkResources, checkTtl } from './redlock-options.js';
 
@@ -28,31 +28,55 @@ export function currentScope(engine: object): LockScope | undefined {
  * Locked work in progress: the lock, the signal that says it is lost, and the async context in
  * which nested requests for the same resources are reentrant. Shared by `Redlock.using` and
  * the Nest interceptor, which must hold a lock across an Observable rather than a promise.
+ *
+ * Work that runs under holds it did not take itself (a reentrant session, or one nested in
+ * another's hold) can outlive them: a timer or a fire-and-forget promise started inside
+ * `using` keeps its async context after the outer call returned. Its signal is its own, and
+ * fires when any hold it runs under is lost or released while it runs; it stops listening when
+ * it exits, so nesting leaves nothing behind on the outer locks.
  */
 export class LockSession {
   readonly #scope: LockScope;
   readonly #stopExtending: (() => void) | undefined;
+  /** The holds of others this session runs under (and its own), while it listens for their end. */
+  readonly #underlying: readonly Lock[];
+  readonly #onEnd: LockEndListener | undefined;
   #exit: Promise<ReleaseResult | undefined> | undefined;
 
+  /** @internal Sessions come from `enter` (or `using`) of an engine. */
   constructor(
     engine: object,
     /** The lock this session acquired, or for a reentrant session the outer lock it runs under. */
     readonly lock: Lock,
-    readonly signal: AbortSignal,
+    /** The holds the work runs under: this session's lock on its resources, and the outer ones still live. */
+    locks: ReadonlyMap<string, Lock>,
     /** True when the context already held every resource: nothing was acquired, nothing is released. */
     readonly reentrant: boolean,
     stopExtending: (() => void) | undefined,
   ) {
     this.#stopExtending = stopExtending;
-    const outer = currentScope(engine);
-    if (reentrant && outer) {
-      this.#scope = outer;
+    const underlying = reentrant || locks.size > lock.resources.length ? distinctLocks(locks) : undefined;
+    let signal: AbortSignal;
+    if (underlying) {
+      // Not AbortSignal.any: on Node 20 each call leaves an entry on its sources that is never
+      // removed, so nested sessions inside one long hold would grow it without bound.
+      const lost = new AbortController();
+      const onEnd: LockEndListener = (reason) => lost.abort(reason);
+      this.#underlying = underlying;
+      this.#onEnd = onEnd;
+      for (const held of underlying) held.onEnd(onEnd);
+      signal = lost.signal;
     } else {
-      const locks = new Map(outer?.locks);
-      for (const resource of lock.resources) locks.set(resource, lock);
-      this.#scope = { engine, locks, signal, parent: storage.getStore() };
+      this.#underlying = [];
+      this.#onEnd = undefined;
+      signal = lock.signal;
     }
+    this.signal = signal;
+    this.#scope = { engine, locks, signal, parent: storage.getStore() };
   }
+
+  /** Fires when the work must stop relying on its holds: lost, or (for work under another's hold) released. */
+  readonly signal: AbortSignal;
 
   /** Runs `fn` (and everything it starts) inside this session's async context. */
   run<T>(fn: () => T): T {
@@ -61,11 +85,23 @@ export class LockSession {
 
   /** Stops extending and releases what this session acquired. Idempotent. */
   exit(): Promise<ReleaseResult | undefined> {
-    this.#exit ??= this.reentrant
-      ? Promise.resolve(undefined)
-      : (this.#stopExtending?.(), this.lock.release());
+    if (this.#exit) return this.#exit;
+    // First: the release of this session's own lock is the end of the work, not news for it.
+    if (this.#onEnd) for (const held of this.#underlying) held.offEnd(this.#onEnd);
+    this.#exit = this.reentrant ? Promise.resolve(undefined) : (this.#stopExtending?.(), this.lock.release());
     return this.#exit;
   }
+}
+
+function distinctLocks(locks: ReadonlyMap<string, Lock>): Lock[] {
+  const distinct: Lock[] = [];
+  for (const lock of locks.values()) if (!distinct.includes(lock)) distinct.push(lock);
+  return distinct;
+}
+
+/** Whether a hold can still be relied on: not released, not lost, within its validity. */
+function isLive(lock: Lock): boolean {
+  return lock.remainingMs() > 0;
 }
 
 /** What entering a session asks of an engine: the production engine and the in-memory one alike. */
@@ -84,15 +120,28 @@ export async function enterSession(engine: SessionEngine, resources: string | re
   checkCallOptions(options);
   const kind = kindOf(options);
   const outer = currentScope(engine);
-  if (outer) checkReentry(outer, list, kind);
-  const missing = outer ? list.filter((resource) => !outer.locks.has(resource)) : list;
-  if (outer && missing.length === 0) {
-    return new LockSession(engine, outer.locks.get(list[0]!)!, outer.signal, true, undefined);
+  // A hold released, lost or out of validity satisfies nothing: a task started inside `using`
+  // keeps its async context after the outer call returned, and must then really acquire.
+  const inherited = outer ? liveLocks(outer.locks) : undefined;
+  if (inherited) {
+    checkReentry(inherited, list, kind);
+    const first = inherited.get(list[0]!);
+    if (first && list.every((resource) => inherited.has(resource))) return new LockSession(engine, first, inherited, true, undefined);
   }
+  const missing = inherited ? list.filter((resource) => !inherited.has(resource)) : list;
   const lock = await engine.acquire(missing, ttlMs, options);
   const stop = options.autoExtend === false ? undefined : autoExtend(lock, ttlMs);
-  const signal = outer ? AbortSignal.any([outer.signal, lock.signal]) : lock.signal;
-  return new LockSession(engine, lock, signal, false, stop);
+  // The outer holds as they were when the call began: one lost during the wait fires the new signal at once.
+  const locks = new Map(inherited);
+  for (const resource of lock.resources) locks.set(resource, lock);
+  return new LockSession(engine, lock, locks, false, stop);
+}
+
+/** The holds of `locks` that can still be relied on; undefined when none can. */
+function liveLocks(locks: ReadonlyMap<string, Lock>): Map<string, Lock> | undefined {
+  let live: Map<string, Lock> | undefined;
+  for (const [resource, lock] of locks) if (isLive(lock)) (live ??= new Map()).set(resource, lock);
+  return live;
 }
 
 /**
@@ -100,13 +149,13 @@ export async function enterSession(engine: SessionEngine, resources: string | re
  * inside a write or a read, a write inside a write, a permit inside a permit of the same limit.
  * A write inside a read would wait for itself for ever (the outer reader never leaves): refused.
  */
-function checkReentry(outer: LockScope, resources: readonly string[], kind: LockKind): void {
+function checkReentry(held: ReadonlyMap<string, Lock>, resources: readonly string[], kind: LockKind): void {
   const upgrades: string[] = [];
   for (const resource of resources) {
-    const held = outer.locks.get(resource)?.kind;
-    if (!held) continue;
-    if (familyOf(held) !== familyOf(kind)) throw new LockKindMismatchError(resource, describeKind(kind), describeKind(held));
-    if (kind.type === 'write' && held.type === 'read') upgrades.push(resource);
+    const heldKind = held.get(resource)?.kind;
+    if (!heldKind) continue;
+    if (familyOf(heldKind) !== familyOf(kind)) throw new LockKindMismatchError(resource, describeKind(kind), describeKind(heldKind));
+    if (kind.type === 'write' && heldKind.type === 'read') upgrades.push(resource);
   }
   if (upgrades.length > 0) throw new LockUpgradeError(upgrades);
 }
