@@ -67,7 +67,7 @@ export class LockSession {
       for (const held of underlying) held.onEnd(onEnd);
       signal = lost.signal;
     } else {
-      this.#underlying = [];
+      this.#underlying = NONE;
       this.#onEnd = undefined;
       signal = lock.signal;
     }
@@ -92,6 +92,8 @@ export class LockSession {
     return this.#exit;
   }
 }
+
+const NONE: readonly Lock[] = [];
 
 function distinctLocks(locks: ReadonlyMap<string, Lock>): Lock[] {
   const distinct: Lock[] = [];
@@ -132,7 +134,7 @@ export async function enterSession(engine: SessionEngine, resources: string | re
   const lock = await engine.acquire(missing, ttlMs, options);
   const stop = options.autoExtend === false ? undefined : autoExtend(lock, ttlMs);
   // The outer holds as they were when the call began: one lost during the wait fires the new signal at once.
-  const locks = new Map(inherited);
+  const locks = inherited ?? new Map<string, Lock>();
   for (const resource of lock.resources) locks.set(resource, lock);
   return new LockSession(engine, lock, locks, false, stop);
 }
