@@ -212,7 +212,7 @@ describe('a task started inside using, asking for the same key after the hold en
     await nested;
   });
 
-  it('gives a task that outlives the outer call a live signal for another key, and fires the signal of one that re-entered under it', async () => {
+  it('gives a task that outlives the outer call a live signal for another key, and fires the signal of a nested call that took a lock of its own under it', async () => {
     const a = await engine();
     const outerReturned = deferred();
     let later!: Promise<{ aborted: boolean; resources: readonly string[] }>;
