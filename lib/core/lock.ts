@@ -23,6 +23,9 @@ export interface ReleaseResult {
   readonly nodes: readonly NodeOutcome[];
 }
 
+/** Told why a lock stopped being reliable: LockLostError for a release or a loss, or the error an extension failed with. */
+export type LockEndListener = (reason: unknown) => void;
+
 /** The engine side of a lock handle; kept narrow so the handle holds no engine internals. */
 export interface LockEngine {
   extendLock(lock: Lock, ttlMs: number): Promise<void>;
@@ -61,6 +64,8 @@ export class Lock {
   #lost: AbortController | undefined;
   #deadlineTimer: NodeJS.Timeout | undefined;
   #holding: unknown;
+  /** Told once when the lock stops being reliable, released or lost: work nested under it (see onEnd). */
+  #endListeners: Set<LockEndListener> | undefined;
 
   constructor(
     engine: LockEngine,
@@ -154,8 +159,28 @@ export class Lock {
     if (!this.#release) {
       clearTimeout(this.#deadlineTimer);
       this.#release = this.#engine.releaseLock(this);
+      // After the release is under way (a listener may call release again), before anyone else can hold the keys.
+      if (this.#endListeners) this.#ended(new LockLostError(this.resources, 'released'));
     }
     return this.#release;
+  }
+
+  /**
+   * @internal Calls `listener` once when the lock stops being reliable: released, or lost (its
+   * signal fires), or at once if it already has. Unlike `signal`, a release counts: this is for
+   * work that runs under another's hold (reentrant or nested sessions), which must not carry on
+   * as if the lock were held once its owner let it go. Arms the deadline, so expiry is noticed.
+   */
+  onEnd(listener: LockEndListener): void {
+    if (this.#release) return listener(new LockLostError(this.resources, 'released'));
+    const signal = this.signal;
+    if (signal.aborted) return listener(signal.reason);
+    (this.#endListeners ??= new Set()).add(listener);
+  }
+
+  /** @internal Undoes `onEnd`: the work that listened is over. */
+  offEnd(listener: LockEndListener): void {
+    this.#endListeners?.delete(listener);
   }
 
   /** @internal What the engine that holds this lock keeps about it (how it was had), opaque to anyone else. */
@@ -216,6 +241,13 @@ export class Lock {
     // First: a listener may release the lock, and the loss must be known before the release.
     this.#engine.lockLost?.(this, error);
     this.#lost.abort(error);
+    this.#ended(error);
+  }
+
+  #ended(reason: unknown): void {
+    const listeners = this.#endListeners;
+    this.#endListeners = undefined;
+    if (listeners) for (const listener of listeners) listener(reason);
   }
 
   /**

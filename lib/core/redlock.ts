@@ -177,7 +177,10 @@ export class Redlock extends EventEmitter implements LockEngine {
    * Runs `routine` holding the lock: acquires, extends it while the routine runs (aborting
    * `signal` if that fails or validity runs out), and always releases afterwards.
    * Reentrant: inside a routine, asking again for resources this context already holds runs
-   * at once under the outer lock; only the resources not yet held are acquired.
+   * at once under the outer lock; only the resources not yet held are acquired. A hold that was
+   * released, lost or ran out of validity counts for nothing (a task the routine left running
+   * acquires for real), and work running under another's hold sees its `signal` fire when that
+   * hold is released or lost.
    */
   using<T>(
     resources: string | readonly string[],

@@ -120,6 +120,25 @@ class Accounts {
   }
 }
 
+/** A decorated method that leaves work running after it returns, as a handler that kicks off a job does. */
+@Injectable()
+class Jobs {
+  background: Promise<unknown> | undefined;
+
+  constructor(private readonly redlock: RedlockService) {}
+
+  @WithLock('job:{0}', 2_000)
+  async kickOff(id: string, later: Promise<void>) {
+    // Not awaited: it keeps this call's async context, and runs after the call released.
+    this.background = later.then(() => this.step(id).then((lock) => ({ ranUnder: lock?.resources }), (error: unknown) => error));
+  }
+
+  @WithLock('job:{0}', { ttlMs: 2_000, onLocked: 'fail' })
+  async step(id: string) {
+    return this.redlock.currentLock(`job:${id}`);
+  }
+}
+
 /** Collects tagged methods from the instances, as a scheduler or event library would, after the explorer ran. */
 @Injectable()
 class TagCollector implements OnApplicationBootstrap {
@@ -156,7 +175,7 @@ async function ledgerApp() {
   const app = await createApp({
     imports: [RedlockModule.forRoot(fleetOptions(fleet)), CollectorModule],
     controllers: [PlainController],
-    providers: [Ledger, Accounts],
+    providers: [Ledger, Accounts, Jobs],
   });
   return app;
 }
@@ -286,6 +305,19 @@ describe('reentrancy and the lock context', () => {
     // The release settles once a quorum (2 of 3) freed the key; the last master may follow.
     expect(await mastersHolding(masters, 'redlock:acct:a1')).toBeLessThanOrEqual(1);
     await vi.waitFor(async () => expect(await mastersHolding(masters, 'redlock:acct:a1')).toBe(0));
+  });
+
+  it('does not let background work a call left running re-enter its lock after the call released it', async () => {
+    const [app, elsewhere] = await Promise.all([ledgerApp(), ledgerApp()]);
+    const jobs = app.get(Jobs);
+    const later = deferred();
+    await jobs.kickOff('j1', later.promise);
+    const other = await elsewhere.get(RedlockService).tryAcquire('job:j1');
+    expect(other).not.toBeNull();
+    later.resolve();
+    // It must contend like any other caller: held elsewhere, so the fail policy refuses it.
+    expect(await jobs.background).toBeInstanceOf(LockHeldError);
+    await other!.release();
   });
 
   it('has no current lock or signal outside locked work', async () => {
