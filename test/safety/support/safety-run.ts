@@ -341,8 +341,9 @@ export class SafetyRun {
     };
     writeResult(result);
     // One line per scenario in the test output: what was exercised, not only that it passed.
+    const detached = this.history.events().filter((e) => e.op === 'acquire' && e.phase === 'invoke' && e.note === 'detached reentry').length;
     console.log(
-      `[safety] ${result.id}: ${result.holds} holds (${result.handedOff} by hand-off), ${result.acquireFailures} failed acquires, ${result.faults} faults, ` +
+      `[safety] ${result.id}: ${result.holds} holds (${result.handedOff} by hand-off), ${detached} detached re-entries, ${result.acquireFailures} failed acquires, ${result.faults} faults, ` +
         `${result.violations} violations${result.violations ? ` (${summarize(check).split('\n')[0]})` : ''}, ` +
         `${Math.round(durationMs / 100) / 10} s: ${asExpected ? 'as expected' : 'NOT AS EXPECTED'}` +
         (process.env['SAFETY_VERBOSE'] ? `\n${this.expectations.map((e) => `  ${e.ok ? 'ok ' : 'NO '} ${e.what}${e.detail ? ` -- ${e.detail}` : ''}`).join('\n')}` : ''),

@@ -297,17 +297,20 @@ async function reentryCycle(engine: Engine, worker: number, resource: string): P
   const afterOuter = new Promise<void>((resolve) => (outerReturned = resolve));
   let detached: Promise<boolean> | undefined;
   const held = await usingCycle(engine, newCycle(worker, resource), () => {
-    detached = afterOuter.then(() => usingCycle(engine, newCycle(worker, resource)));
+    detached = afterOuter.then(() => usingCycle(engine, newCycle(worker, resource), undefined, DETACHED));
   });
   outerReturned();
   await detached;
   return held;
 }
 
+/** The note on a detached task's acquire events, for the report to count them. */
+const DETACHED = 'detached reentry';
+
 /** One cycle whose lock `using` takes and releases; `inside` runs first thing under the lock. */
-async function usingCycle(engine: Engine, cycle: Cycle, inside?: () => void): Promise<boolean> {
+async function usingCycle(engine: Engine, cycle: Cycle, inside?: () => void, note?: string): Promise<boolean> {
   const { worker, resource, ttl, id } = cycle;
-  record({ worker, op: 'acquire', phase: 'invoke', id, resource, ttl });
+  record({ worker, op: 'acquire', phase: 'invoke', id, resource, ttl, ...(note ? { note } : {}) });
   const observed = { handedOff: false };
   let held: Lock | undefined;
   try {
