@@ -15,7 +15,7 @@ import { FLEET_SETTLE_MS, measureInChild } from './support/measure.js';
 import { Results } from './support/results.js';
 
 /**
- * `npm run bench [-- --reps N] [-- --only latency,hot-key]`, `npm run bench:smoke`.
+ * `npm run bench [-- --reps N] [-- --only latency,hot-key] [-- --libraries nestjs-redlock,limit]`, `npm run bench:smoke`.
  * One fleet of 5 redis-server masters for the whole run, and a sixth redis-server as the store that
  * scenario 3a's critical sections read and write. Each repetition runs every scenario
  * for every library, the libraries in an order rotated by one per repetition, so drift of the
@@ -27,12 +27,14 @@ const { values: args } = parseArgs({
     only: { type: 'string' },
     reps: { type: 'string' },
     out: { type: 'string' },
+    libraries: { type: 'string' },
   },
 });
 const mode = args.smoke ? 'smoke' : 'full';
 const reps = Number(args.reps ?? (args.smoke ? 1 : 3));
 const scenarios = args.only ? args.only.split(',').map(scenarioById) : SCENARIOS;
-const official = !args.smoke && !args.only && !args.out;
+const libraries = args.libraries?.split(',');
+const official = !args.smoke && !args.only && !args.out && !libraries;
 const out = args.out ?? (official ? fileURLToPath(new URL('./RESULTS.md', import.meta.url)) : join(tmpdir(), `nestjs-redlock-bench-${mode}.md`));
 
 const started = Date.now();
@@ -47,7 +49,8 @@ try {
   const admin = await connectMasters(fleet.urls());
   for (let rep = 0; rep < reps; rep++) {
     for (const scenario of scenarios) {
-      for (const library of rotate(scenario.libraries ?? LIBRARIES, rep)) {
+      const listed = (scenario.libraries ?? LIBRARIES).filter((id) => !libraries || libraries.includes(id));
+      for (const library of rotate(listed, rep)) {
         const label = `[rep ${rep + 1}/${reps}] ${scenario.id} / ${library}`;
         try {
           const figures = await measure(scenario, library, urls, storeUrl);
