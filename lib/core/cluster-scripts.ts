@@ -1,16 +1,7 @@
 import { createHash } from 'node:crypto';
 import { keySlot } from './key-slot.js';
-import {
-  ACQUIRE_SCRIPT,
-  EXTEND_SCRIPT,
-  FENCE_SCRIPT,
-  LEAVE_SCRIPT,
-  RELEASE_SCRIPT,
-  TAKE_SCRIPT,
-  QUEUE_ENTRY_STAY_MS,
-  UnexpectedReplyError,
-  type LuaScript,
-} from './lua-scripts.js';
+import { ACQUIRE_SCRIPT, EXTEND_SCRIPT, FENCE_SCRIPT, LEAVE_SCRIPT, RELEASE_SCRIPT, TAKE_SCRIPT, QUEUE_ENTRY_STAY_MS, type LuaScript } from './lua-scripts.js';
+import { UnexpectedReplyError } from './script-replies.js';
 import { SHARED_ACQUIRE_SCRIPT, SHARED_EXTEND_SCRIPT, SHARED_FENCE_SCRIPT, SHARED_RELEASE_SCRIPT } from './shared-scripts.js';
 
 /**

@@ -1,15 +1,8 @@
 import type { Cluster, Redis, RedisKey } from 'ioredis';
 import { forCluster, identity, merge, split, undoCall, unwrap, WHO_RUNS_THIS, type ShardIdentity, type SlotCall } from './cluster-scripts.js';
 import { keySlot } from './key-slot.js';
-import {
-  QUEUE_ENTRY_STAY_MS,
-  RELEASE_ONE_SCRIPT,
-  RELEASE_SCRIPT,
-  TAKE_SCRIPT,
-  freedPerKey,
-  takesPerKey,
-  type LuaScript,
-} from './lua-scripts.js';
+import { QUEUE_ENTRY_STAY_MS, RELEASE_ONE_SCRIPT, RELEASE_SCRIPT, TAKE_SCRIPT, type LuaScript } from './lua-scripts.js';
+import { freedPerKey, takesPerKey } from './script-replies.js';
 import { clusterNodeKey, RedisNode, type FreeRequest } from './redis-node.js';
 import type { ReplicaWait } from './replica-acks.js';
 import type { ShardQuarantine } from './shard-quarantine.js';

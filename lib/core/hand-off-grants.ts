@@ -1,5 +1,6 @@
 import { monotonicNow, validityMs } from './clock.js';
-import { CONFIRM_SCRIPT, confirmedPttl } from './lua-scripts.js';
+import { CONFIRM_SCRIPT } from './lua-scripts.js';
+import { confirmedPttl } from './script-replies.js';
 import type { RoundResult } from './quorum-round.js';
 import type { RedisNode } from './redis-node.js';
 import { newToken } from './token.js';

@@ -17,7 +17,8 @@ export type {
   MasterOperation,
   RedlockInstrumentation,
 } from './instrumentation.js';
-export { MAX_TTL_MS, type RedlockOptions, type RedlockLogger, type WaitOptions } from './redlock-options.js';
+export { type RedlockOptions, type RedlockLogger, type WaitOptions } from './redlock-options.js';
+export { MAX_TTL_MS } from './argument-checks.js';
 export {
   RedlockError,
   LockHeldError,

@@ -4,7 +4,7 @@ import { InvalidArgumentError, LockKindMismatchError, LockUpgradeError } from '.
 import { describeKind, familyOf, kindOf, type LockKind } from './lock-kind.js';
 import type { Lock, LockEndListener, ReleaseResult } from './lock.js';
 import type { AcquireOptions, LockedRoutine, UsingOptions } from './redlock.js';
-import { checkCallOptions, checkResources, checkTtl } from './redlock-options.js';
+import { checkCallOptions, checkResources, checkTtl } from './argument-checks.js';
 
 /** The locks the current async context holds on one engine, and the signal that covers them all. */
 export interface LockScope {

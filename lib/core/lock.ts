@@ -3,7 +3,7 @@ import { monotonicNow, validityLeftMs } from './clock.js';
 import { ExtensionLimitError, LockLostError } from './errors.js';
 import { WRITE, type LockKind, type LockMode } from './lock-kind.js';
 import type { NodeOutcome } from './node-outcome.js';
-import { checkTtl } from './redlock-options.js';
+import { checkTtl } from './argument-checks.js';
 
 /** What a release did on each master. Releasing never throws: an expired lock is a normal case. */
 export interface ReleaseResult {

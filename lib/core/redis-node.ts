@@ -3,16 +3,8 @@ import { monotonicNow } from './clock.js';
 import { CommandBatch, TickLane } from './command-batch.js';
 import type { MasterAddress } from './instrumentation.js';
 import { masterAddress } from './master-address.js';
-import {
-  freedPerKey,
-  QUEUE_ENTRY_STAY_MS,
-  RELEASE_ONE_SCRIPT,
-  RELEASE_SCRIPT,
-  TAKE_SCRIPT,
-  TAKEN,
-  takesPerKey,
-  type LuaScript,
-} from './lua-scripts.js';
+import { QUEUE_ENTRY_STAY_MS, RELEASE_ONE_SCRIPT, RELEASE_SCRIPT, TAKE_SCRIPT, TAKEN, type LuaScript } from './lua-scripts.js';
+import { freedPerKey, takesPerKey } from './script-replies.js';
 import { redactCredentials } from './redact.js';
 import { AckedReply, shortestWait, waitForReplicas, type ReplicaWait } from './replica-acks.js';
 

@@ -8,7 +8,8 @@ import type { MasterFailure, RoundOperation } from './instrumentation.js';
 import { extensionOutcome, InstrumentationGuard } from './instrumentation-guard.js';
 import { enterSession, LockSession, runInSession } from './lock-session.js';
 import { checkMasters, type MastersHealth } from './master-health.js';
-import { EXTEND_SCRIPT, grantedIfOne } from './lua-scripts.js';
+import { EXTEND_SCRIPT } from './lua-scripts.js';
+import { grantedIfOne } from './script-replies.js';
 import { runRound, type RoundReply, type RoundResult } from './quorum-round.js';
 import type { RedisNode } from './redis-node.js';
 import { prepareClusterVoters, votersFrom } from './voters.js';
@@ -25,16 +26,8 @@ import { RestartQuarantine, type QuarantineNotice } from './restart-quarantine.j
 import { repeats, VoterAdmission, type DuplicateMaster } from './voter-admission.js';
 import { LockAcquirer } from './lock-acquirer.js';
 import { isSentinelManaged } from './sentinel-voter.js';
-import {
-  checkProbeTimeout,
-  checkTtl,
-  nodeTimeoutMs,
-  oneRound,
-  resolveOptions,
-  type RedlockOptions,
-  type ResolvedRedlockOptions,
-  type WaitOptions,
-} from './redlock-options.js';
+import { nodeTimeoutMs, resolveOptions, type RedlockOptions, type ResolvedRedlockOptions, type WaitOptions } from './redlock-options.js';
+import { checkProbeTimeout, checkTtl, oneRound } from './argument-checks.js';
 import type { LockMode } from './lock-kind.js';
 import { SharedHolds } from './shared-holds.js';
 import { ExclusiveHolds } from './exclusive-holds.js';

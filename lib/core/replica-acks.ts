@@ -1,5 +1,5 @@
 import type { Redis } from 'ioredis';
-import { UnexpectedReplyError } from './lua-scripts.js';
+import { UnexpectedReplyError } from './script-replies.js';
 import type { RoundReply } from './quorum-round.js';
 import { nodeTimeoutMs, type ResolvedRedlockOptions } from './redlock-options.js';
 

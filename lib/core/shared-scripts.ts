@@ -1,4 +1,5 @@
-import { QUEUE_LUA, raiseFencesLua, script, UnexpectedReplyError } from './lua-scripts.js';
+import { QUEUE_LUA, raiseFencesLua, script } from './lua-scripts.js';
+import { UnexpectedReplyError } from './script-replies.js';
 import type { RoundReply } from './quorum-round.js';
 import type { RedisNode } from './redis-node.js';
 import { AckedReply } from './replica-acks.js';

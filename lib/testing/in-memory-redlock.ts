@@ -16,17 +16,8 @@ import type { MastersHealth } from '../core/master-health.js';
 import type { NodeOutcome } from '../core/node-outcome.js';
 import type { AcquireOptions, LockedRoutine, UsingOptions } from '../core/redlock.js';
 import type { RedlockEngine } from '../core/redlock-engine.js';
-import {
-  checkCallOptions,
-  checkProbeTimeout,
-  checkResources,
-  checkTtl,
-  oneRound,
-  resolveOptions,
-  resolveWait,
-  type RedlockOptions,
-  type ResolvedRedlockOptions,
-} from '../core/redlock-options.js';
+import { resolveOptions, resolveWait, type RedlockOptions, type ResolvedRedlockOptions } from '../core/redlock-options.js';
+import { checkCallOptions, checkProbeTimeout, checkResources, checkTtl, oneRound } from '../core/argument-checks.js';
 import { roundFailure, type RoundFailure } from '../core/round-failure.js';
 import { newToken } from '../core/token.js';
 import { describeKind, kindOf, type LockKind } from '../core/lock-kind.js';

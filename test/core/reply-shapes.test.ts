@@ -1,15 +1,7 @@
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { QuorumUnreachableError, Redlock, RedlockError } from '../../lib/index.js';
-import {
-  freedPerKey,
-  grantedIfOne,
-  grantedIfPositive,
-  interpretAcquire,
-  interpretTake,
-  takesPerKey,
-  UnexpectedReplyError,
-} from '../../lib/core/lua-scripts.js';
+import { freedPerKey, grantedIfOne, grantedIfPositive, interpretAcquire, interpretTake, takesPerKey, UnexpectedReplyError } from '../../lib/core/script-replies.js';
 import { runRound } from '../../lib/core/quorum-round.js';
 import type { RedisNode } from '../../lib/core/redis-node.js';
 import { FakeMaster, randomReply } from '../support/fake-master.js';
