@@ -1,21 +1,11 @@
 import type { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { AcquireOptions, Lock, RedlockOptions } from '../../lib/index.js';
 import { disconnectAll, PATIENT, separateEngine } from '../support/masters.js';
 import { heldEverywhere } from '../support/enlisted.js';
-import { RedisFleet } from '../support/redis-fleet.js';
+import { fileFleet } from '../support/file-fleet.js';
 
-let fleet: RedisFleet;
-const opened: Redis[] = [];
-
-beforeAll(async () => {
-  fleet = await RedisFleet.start(3);
-});
-
-afterAll(async () => {
-  disconnectAll(opened);
-  await fleet?.stopAll();
-});
+const { fleet: masters, opened } = fileFleet(3);
 
 /** The holder's ttl: what a crashed waiter used to cost the waiter behind it after an early release. */
 const TTL_MS = 12_000;
@@ -56,9 +46,9 @@ describe.each<[string, Hold, RedlockOptions, AcquireOptions]>([
 ])('a crashed waiter ahead of a live one, %s', (name, hold, engineOptions, callOptions) => {
   it('costs the live waiter about the entry stay after the lock frees, not the ttl the holder had left', async () => {
     const resource = `crashed-${name.length}`;
-    const holder = await separateEngine(fleet.urls(), opened, PATIENT);
-    const crashed = await separateEngine(fleet.urls(), opened, { ...PATIENT, ...engineOptions });
-    const live = await separateEngine(fleet.urls(), opened, { ...PATIENT, ...engineOptions });
+    const holder = await separateEngine(masters().urls(), opened, PATIENT);
+    const crashed = await separateEngine(masters().urls(), opened, { ...PATIENT, ...engineOptions });
+    const live = await separateEngine(masters().urls(), opened, { ...PATIENT, ...engineOptions });
     const held = await hold(holder, resource);
     const waitOptions = { ...callOptions, waitTimeoutMs: 3 * TTL_MS };
     const dead = crashed.redlock.acquire(resource, TTL_MS, waitOptions);
@@ -83,8 +73,8 @@ describe.each<[string, Hold, RedlockOptions, AcquireOptions]>([
 describe('a crashed reader among readers entering together after a writer', () => {
   it('does not stop the wake-ups of those behind it for the rest of the writer\'s ttl', async () => {
     const resource = 'crashed-reader-chain';
-    const holder = await separateEngine(fleet.urls(), opened, PATIENT);
-    const [first, crashed, live] = await Promise.all([0, 1, 2].map(() => separateEngine(fleet.urls(), opened, PATIENT)));
+    const holder = await separateEngine(masters().urls(), opened, PATIENT);
+    const [first, crashed, live] = await Promise.all([0, 1, 2].map(() => separateEngine(masters().urls(), opened, PATIENT)));
     const held = await writer(holder, resource);
     const read = { mode: 'read', waitTimeoutMs: 3 * TTL_MS } as const;
     const firstReader = first!.redlock.acquire(resource, TTL_MS, read);

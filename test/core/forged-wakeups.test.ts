@@ -1,28 +1,18 @@
 import type { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { CONFIRM_SCRIPT, WAKE_CHANNEL_PREFIX } from '../../lib/core/lua-scripts.js';
 import { readWake } from '../../lib/core/release-wakeups.js';
 import { PROCESS_ID } from '../../lib/core/token.js';
-import { disconnectAll, PATIENT, separateEngine, watchCalls } from '../support/masters.js';
+import { PATIENT, separateEngine, watchCalls } from '../support/masters.js';
 import { enlisted, heldEverywhere } from '../support/enlisted.js';
-import { RedisFleet } from '../support/redis-fleet.js';
+import { fileFleet } from '../support/file-fleet.js';
 
 // A wake-up is a hint: anyone who can read the masters' queues (the entry's id and anchor) and
 // INFO (the run_id) can publish a message in the exact form a release's hand-off sends. Only the
 // master's own answer to the waiter's request may make a grant, and the validity comes from the
 // waiter's clock, never from the message.
 
-let fleet: RedisFleet;
-const opened: Redis[] = [];
-
-beforeAll(async () => {
-  fleet = await RedisFleet.start(3);
-});
-
-afterAll(async () => {
-  disconnectAll(opened);
-  await fleet?.stopAll();
-});
+const { fleet: masters, opened } = fileFleet(3);
 
 /** The waiter's queue entry on a master: its id and the anchor of the request that wrote it. */
 async function entryOf(client: Redis, resource: string): Promise<{ id: string; anchor: string }> {
@@ -33,8 +23,8 @@ async function entryOf(client: Redis, resource: string): Promise<{ id: string; a
 
 describe('a forged hand-off message', () => {
   it('is not a grant: the waiter keeps waiting while the holder holds, then gets the lock from the release', async () => {
-    const a = await separateEngine(fleet.urls(), opened, PATIENT);
-    const b = await separateEngine(fleet.urls(), opened, PATIENT);
+    const a = await separateEngine(masters().urls(), opened, PATIENT);
+    const b = await separateEngine(masters().urls(), opened, PATIENT);
     const held = await a.redlock.acquire('f', 10_000);
     await heldEverywhere(a.clients, 'redlock:f');
     let confirmations = 0;

@@ -1,23 +1,13 @@
 import type { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { AcquireAbortedError, type Lock } from '../../lib/index.js';
-import { disconnectAll, keysOn, PATIENT, separateEngine } from '../support/masters.js';
+import { keysOn, PATIENT, separateEngine } from '../support/masters.js';
 import { enlisted, heldEverywhere } from '../support/enlisted.js';
-import { RedisFleet } from '../support/redis-fleet.js';
+import { fileFleet } from '../support/file-fleet.js';
 
-let fleet: RedisFleet;
-const opened: Redis[] = [];
+const { fleet: masters, opened } = fileFleet(3);
 
-beforeAll(async () => {
-  fleet = await RedisFleet.start(3);
-});
-
-afterAll(async () => {
-  disconnectAll(opened);
-  await fleet?.stopAll();
-});
-
-const engine = () => separateEngine(fleet.urls(), opened, PATIENT);
+const engine = () => separateEngine(masters().urls(), opened, PATIENT);
 
 /** How an acquire call ended: the lock it got, or the code and reason it was rejected with. */
 function outcomeOf(call: Promise<Lock | null>): Promise<{ lock: Lock | null } | { code: string | undefined; reason: unknown }> {
@@ -60,7 +50,7 @@ describe('releaseAll makes every acquire call of the engine in progress give up'
   it('a caller pausing between rounds without wake-ups: its pause ends at once, not when its timer runs out', async () => {
     const a = await engine();
     // No wake-ups: a refused caller backs off for retryDelayMs, here longer than the test may run.
-    const b = await separateEngine(fleet.urls(), opened, { ...PATIENT, wakeups: false, retryDelayMs: 120_000 });
+    const b = await separateEngine(masters().urls(), opened, { ...PATIENT, wakeups: false, retryDelayMs: 120_000 });
     const held = await a.redlock.acquire('backing-off', 10_000);
     await heldEverywhere(a.clients, 'redlock:backing-off');
     // Fenced: its first round is the queue's script, so its entry says it is in its pause.

@@ -162,20 +162,23 @@ function report({ results, minutes, started, finished, info, command, exitCode, 
     '',
   );
   lines.push(
-    '| scenario | ran | lock cycles | of which by hand-off | faults injected | violations found | expected | result |',
-    '|---|---|---|---|---|---|---|---|',
+    '| scenario | ran | lock cycles | of which by hand-off | detached re-entries | forged grants / wake-ups | faults injected | violations found | expected | result |',
+    '|---|---|---|---|---|---|---|---|---|---|',
   );
   for (const r of results) {
     lines.push(
-      `| ${cell(r.title)} | ${(r.durationMs / 60_000).toFixed(1)} min | ${r.holds} | ${r.handedOff ?? '-'} | ${r.faults} | ${cell(violationsText(r))} | ` +
+      `| ${cell(r.title)} | ${(r.durationMs / 60_000).toFixed(1)} min | ${r.holds} | ${r.handedOff ?? '-'} | ${r.detachedReentries ?? '-'} | ` +
+        `${r.forged ? `${r.forged.grants} / ${r.forged.wakes}` : '-'} | ${r.faults} | ${cell(violationsText(r))} | ` +
         `${r.expected === 'safe' ? '0' : '> 0 (control)'} | ${r.asExpected ? 'as expected' : '**not as expected**'} |`,
     );
   }
-  for (const id of missing) lines.push(`| ${id} | - | - | - | - | - | - | **no result: the test failed before it finished** |`);
+  for (const id of missing) lines.push(`| ${id} | - | - | - | - | - | - | - | - | **no result: the test failed before it finished** |`);
   lines.push(
     '',
     '*Lock cycles*: successful acquisitions, each followed by a read-modify-write of the protected store and a ' +
-      'release. *By hand-off*: those a release granted (server-side hand-off), with no round of the holder\'s own. *Faults injected*: the kills, restarts, pauses, lost replies... counted one per master and event. ' +
+      'release. *By hand-off*: those a release granted (server-side hand-off), with no round of the holder\'s own. ' +
+      '*Detached re-entries*: acquires by tasks a `using` call started and that asked for the same lock after the call had released it (they must take it anew). ' +
+      '*Forged*: hand-off grants and wake-ups a client that can read the queues and PUBLISH sent for live queue entries (none may make a holder). *Faults injected*: the kills, restarts, pauses, lost replies... counted one per master and event. ' +
       '*Violations*: what the history checker found (below); 0 is expected everywhere except the control, whose ' +
       'violations prove the checker sees the fault the restart quarantine prevents.',
     '',

@@ -116,6 +116,10 @@ export interface ScenarioResult extends ScenarioSpec {
   readonly holds: number;
   /** Of the holds, how many a release granted (server-side hand-off). */
   readonly handedOff: number;
+  /** Acquires by tasks that outlived the call they started in (see reentryCycle in worker.ts). */
+  readonly detachedReentries: number;
+  /** Wake-ups a forger published for live queue entries, when the scenario had one (WakeForger). */
+  readonly forged?: { readonly grants: number; readonly wakes: number };
   readonly acquireFailures: number;
   readonly faults: number;
   readonly violations: number;
@@ -330,6 +334,8 @@ export class SafetyRun {
       durationMs,
       holds: check.stats.holds,
       handedOff: this.history.events().filter((e) => e.op === 'acquire' && e.phase === 'ok' && e.handedOff).length,
+      detachedReentries: this.history.events().filter((e) => e.op === 'acquire' && e.phase === 'invoke' && e.note === 'detached reentry').length,
+      ...(forger ? { forged: { grants: forger.grants, wakes: forger.wakes } } : {}),
       acquireFailures: check.stats.acquireFailures,
       faults: this.faults,
       violations: check.violations.length,
@@ -341,9 +347,8 @@ export class SafetyRun {
     };
     writeResult(result);
     // One line per scenario in the test output: what was exercised, not only that it passed.
-    const detached = this.history.events().filter((e) => e.op === 'acquire' && e.phase === 'invoke' && e.note === 'detached reentry').length;
     console.log(
-      `[safety] ${result.id}: ${result.holds} holds (${result.handedOff} by hand-off), ${detached} detached re-entries, ${result.acquireFailures} failed acquires, ${result.faults} faults, ` +
+      `[safety] ${result.id}: ${result.holds} holds (${result.handedOff} by hand-off), ${result.detachedReentries} detached re-entries, ${result.acquireFailures} failed acquires, ${result.faults} faults, ` +
         `${result.violations} violations${result.violations ? ` (${summarize(check).split('\n')[0]})` : ''}, ` +
         `${Math.round(durationMs / 100) / 10} s: ${asExpected ? 'as expected' : 'NOT AS EXPECTED'}` +
         (process.env['SAFETY_VERBOSE'] ? `\n${this.expectations.map((e) => `  ${e.ok ? 'ok ' : 'NO '} ${e.what}${e.detail ? ` -- ${e.detail}` : ''}`).join('\n')}` : ''),
