@@ -186,6 +186,16 @@ function report({ results, minutes, started, finished, info, command, exitCode, 
 
   lines.push('## Found by this suite', '');
   lines.push(
+    '- **Fixed (two holders, found by a hostile review; the suite now sees it):** a waiter counted a published ' +
+      'message as a master\'s hand-off grant, and took its validity from the message: anyone who can read the queues ' +
+      'and PUBLISH could make it hold a lock another client held. A grant now needs the master\'s own answer to the ' +
+      'waiter\'s question, and validity comes from the waiter\'s clock. The forger (test/safety/support/wake-forger.ts) ' +
+      'made thundering-herd find 69 violations in one short run on the engine before the fix; regression test ' +
+      '`test/core/forged-wakeups.test.ts`.',
+    '- **Fixed (work under a released lock, found by a hostile review; the suite now sees it):** a task started inside ' +
+      '`using` that asked for the same lock after the call returned was treated as reentrant and ran without the lock. ' +
+      'The detached re-entries (reentryCycle in test/safety/support/worker.ts) found 50 holds with no validity in one ' +
+      'short run of kill-masters on the engine before the fix; regression tests in `test/core/reentrancy.test.ts`.',
     '- **Fixed (safety of the validity rule):** the latency scenario caught the engine handing out locks whose ' +
       'validity was already used up. Validity counts from before the first request, and the engine accepted a ' +
       'round when `ttl - elapsed - drift > 0`; a round slower than about half the ttl therefore returned a lock ' +
