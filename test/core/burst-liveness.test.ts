@@ -1,38 +1,25 @@
 import type { Redis } from 'ioredis';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { QuorumUnreachableError, Redlock, type Lock, type RedlockOptions } from '../../lib/index.js';
 import { SHARED_CONTENDERS } from '../../lib/core/lock-acquirer.js';
 import { nodeTimeoutMs, resolveOptions } from '../../lib/core/redlock-options.js';
 import { SHARED_ACQUIRE_SCRIPT } from '../../lib/core/shared-scripts.js';
-import { connectMasters, disconnectAll, FRESH_FLEET, watchCalls } from '../support/masters.js';
-import { RedisFleet } from '../support/redis-fleet.js';
+import { connectMasters, FRESH_FLEET, watchCalls } from '../support/masters.js';
+import { fileFleet } from '../support/file-fleet.js';
 
 // Issue 28, item 6: bursts of shared waiters on healthy masters. A process must not read its own
 // slowness (a burst of its own scripts, a busy event loop) as masters being down. These engines
 // keep the default node timeout on purpose: the default is what is under test.
 
-let fleet: RedisFleet;
-const opened: Redis[] = [];
+const { fleet: masters, opened } = fileFleet(3, { emptyAfterEach: true });
 const engines: Redlock[] = [];
-
-beforeAll(async () => {
-  fleet = await RedisFleet.start(3);
-});
-
-afterEach(async () => {
+// After-hooks run last registered first: the engines close before the fleet's hook closes their clients.
+afterEach(() => {
   for (const engine of engines.splice(0)) engine.close();
-  disconnectAll(opened.splice(0));
-  const cleaners = await connectMasters(fleet.urls());
-  await Promise.all(cleaners.map((c) => c.flushall()));
-  disconnectAll(cleaners);
-});
-
-afterAll(async () => {
-  await fleet?.stopAll();
 });
 
 async function engine(options: RedlockOptions = {}): Promise<{ redlock: Redlock; clients: Redis[] }> {
-  const clients = await connectMasters(fleet.urls());
+  const clients = await connectMasters(masters().urls());
   opened.push(...clients);
   const redlock = new Redlock(clients, { ...FRESH_FLEET, logger: { warn: () => {} }, ...options });
   engines.push(redlock);

@@ -1,36 +1,19 @@
 import { execFile } from 'node:child_process';
 import { once } from 'node:events';
 import { promisify } from 'node:util';
-import type { Redis } from 'ioredis';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { LockHeldError, LockLostError, type Lock, type Redlock, type UsingOptions } from '../../lib/index.js';
-import { connectMasters, disconnectAll, PATIENT, separateEngine } from '../support/masters.js';
-import { RedisFleet } from '../support/redis-fleet.js';
+import { PATIENT, separateEngine } from '../support/masters.js';
+import { fileFleet } from '../support/file-fleet.js';
 
 // Reentrancy rides on the async context, which a task started inside `using` (a timer, a
 // fire-and-forget promise) keeps after the call returned. Such a task must get nothing from a
 // hold that is gone: it acquires for real, against another engine on the same masters.
 
-let fleet: RedisFleet;
-const opened: Redis[] = [];
-
-beforeAll(async () => {
-  fleet = await RedisFleet.start(3);
-});
-
-afterEach(async () => {
-  disconnectAll(opened.splice(0));
-  const cleaners = await connectMasters(fleet.urls());
-  await Promise.all(cleaners.map((c) => c.flushall()));
-  disconnectAll(cleaners);
-});
-
-afterAll(async () => {
-  await fleet?.stopAll();
-});
+const { fleet: masters, opened } = fileFleet(3, { emptyAfterEach: true });
 
 async function engine(): Promise<Redlock> {
-  return (await separateEngine(fleet.urls(), opened, { ...PATIENT, logger: { warn: () => {} } })).redlock;
+  return (await separateEngine(masters().urls(), opened, { ...PATIENT, logger: { warn: () => {} } })).redlock;
 }
 
 interface Kind {
