@@ -217,6 +217,17 @@ describe('the grants a waiter counts', () => {
   /** What a release's hand-off leaves on a master: KEY holding the waiter's token of request `anchor`. */
   const handedOff = (clients: readonly Redis[], grants: HandOffGrants, anchor: number) =>
     Promise.all(clients.map((client) => client.set(KEY, grants.tokenFor(anchor), 'PX', TTL)));
+  /**
+   * Grants counted for request 1, which every master granted by hand-off (KEY holds its token
+   * everywhere) after a round that failed with these outcomes.
+   */
+  const grantedAfter = async (clients: readonly Redis[], nodes: readonly RedisNode[], statuses: Parameters<typeof round>[0]) => {
+    const counted = counting(nodes);
+    counted.grants.sending(1);
+    await handedOff(clients, counted.grants, 1);
+    counted.grants.failed(round(statuses));
+    return counted;
+  };
 
   it("validity comes from the waiter's own clock and the master's PTTL; the message only names the request", async () => {
     const clients = await connectMasters(fleet.urls());
@@ -270,10 +281,7 @@ describe('the grants a waiter counts', () => {
     opened.push(...clients);
     const nodes = await identified(clients);
     expect(nodes[1]!.runId).toBe(nodes[0]!.runId);
-    const { grants, told } = counting(nodes);
-    grants.sending(1);
-    await handedOff(clients, grants, 1);
-    grants.failed(round(['refused', 'refused', 'refused']));
+    const { told } = await grantedAfter(clients, nodes, ['refused', 'refused', 'refused']);
     expect(await told(0, 1)).toBe('counted');
     // The same release, heard by the second name's subscriber.
     expect(await told(1, 1)).toBe('not counted');
@@ -281,10 +289,7 @@ describe('the grants a waiter counts', () => {
 
     // The second name failed instead of refusing: the round's cleanup goes there, to the same
     // server, and could delete the grant. That server's grant does not count.
-    const cleaned = counting(nodes);
-    cleaned.grants.sending(1);
-    await handedOff(clients, cleaned.grants, 1);
-    cleaned.grants.failed(round(['refused', 'timeout', 'refused']));
+    const cleaned = await grantedAfter(clients, nodes, ['refused', 'timeout', 'refused']);
     expect(await cleaned.told(0, 1)).toBe('not counted');
     expect(await cleaned.told(2, 1)).toBe('counted');
     expect(cleaned.grants.lock).toBeUndefined();
@@ -295,17 +300,11 @@ describe('the grants a waiter counts', () => {
     opened.push(...clients);
     const nodes = await identified(clients);
     // The control first, on connections that have not moved: masters 0 and 2 refused, and their grants make a lock.
-    const control = counting(nodes);
-    control.grants.sending(1);
-    await handedOff(clients, control.grants, 1);
-    control.grants.failed(round(['refused', 'timeout', 'refused']));
+    const control = await grantedAfter(clients, nodes, ['refused', 'timeout', 'refused']);
     expect(await control.told(0, 1)).toBe('counted');
     expect(await control.told(2, 1)).toBe('held');
 
-    const { grants, told } = counting(nodes);
-    grants.sending(1);
-    await handedOff(clients, grants, 1);
-    grants.failed(round(['refused', 'timeout', 'refused']));
+    const { grants, told } = await grantedAfter(clients, nodes, ['refused', 'timeout', 'refused']);
     // Master 1 did not refuse: a cleanup may still delete what it granted.
     expect(await told(1, 1)).toBe('no');
     // Master 2's connection closes and comes back: whoever answers there now may be another server.
