@@ -1,9 +1,9 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
 import { Redlock, type Lock } from '../lib/core/index.js';
-import { InstrumentationGuard } from '../lib/core/instrumentation-guard.js';
+import { InstrumentationGuard } from '../lib/core/lock/instrumentation-guard.js';
 import { metrics } from '@opentelemetry/api';
-import type { AcquireObserver, RedlockInstrumentation } from '../lib/core/instrumentation.js';
+import type { AcquireObserver, RedlockInstrumentation } from '../lib/core/lock/instrumentation.js';
 import { RedlockTelemetry, type RedlockTelemetryOptions } from '../lib/opentelemetry/index.js';
 import { HOLD_BUCKETS_S, LATENCY_BUCKETS_S } from '../lib/opentelemetry/telemetry.constants.js';
 import { WAIT_MS } from './adapters/lock-adapter.js';

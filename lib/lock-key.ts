@@ -1,4 +1,4 @@
-import { InvalidArgumentError } from './core/errors.js';
+import { InvalidArgumentError } from './core/base/errors.js';
 import { LockKeyArgumentError } from './lock-key-argument.error.js';
 import type { LockKey, LockKeyFunction } from './redlock.interfaces.js';
 import { RedlockConfigError } from './redlock-config.error.js';

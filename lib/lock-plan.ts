@@ -3,13 +3,13 @@ import { Redlock } from './core/redlock.js';
 import type { RedlockEngine } from './core/redlock-engine.js';
 import { isObservable, Observable } from 'rxjs';
 import type { UsingOptions } from './core/redlock.js';
-import { InstrumentationGuard } from './core/instrumentation-guard.js';
+import { InstrumentationGuard } from './core/lock/instrumentation-guard.js';
 import { compileLockKey, type CompiledLockKey } from './lock-key.js';
 import { checkOnLocked, checkWaitTimeout, isTtl, type RedlockSettings } from './module-settings.js';
 import { REDLOCK_SETTINGS, WITH_LOCK } from './redlock.constants.js';
 import type { WithLockMetadata, WithLockOptions } from './redlock.interfaces.js';
-import { kindOf } from './core/lock-kind.js';
-import { formatValue } from './core/errors.js';
+import { kindOf } from './core/lock/lock-kind.js';
+import { formatValue } from './core/base/errors.js';
 import { RedlockConfigError } from './redlock-config.error.js';
 
 /** How one decorated method locks: its compiled key and its resolved options. */

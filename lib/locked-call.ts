@@ -1,8 +1,8 @@
 import { from, isObservable, Observable, type Subscription } from 'rxjs';
-import { LockHeldError } from './core/errors.js';
-import type { GuardedCall } from './core/instrumentation-guard.js';
+import { LockHeldError } from './core/base/errors.js';
+import type { GuardedCall } from './core/lock/instrumentation-guard.js';
 import type { RedlockEngine } from './core/redlock-engine.js';
-import type { LockSession } from './core/lock-session.js';
+import type { LockSession } from './core/acquire/lock-session.js';
 import type { LockPlan } from './lock-plan.js';
 
 /**

@@ -1,7 +1,7 @@
 import { Logger } from '@nestjs/common';
-import { formatValue, InvalidArgumentError } from './core/errors.js';
-import { resolveOptions, type RedlockOptions } from './core/redlock-options.js';
-import { MAX_DELAY_MS, MAX_TTL_MS } from './core/argument-checks.js';
+import { formatValue, InvalidArgumentError } from './core/base/errors.js';
+import { resolveOptions, type RedlockOptions } from './core/lock/redlock-options.js';
+import { MAX_DELAY_MS, MAX_TTL_MS } from './core/base/argument-checks.js';
 import { DEFAULT_TTL_MS } from './redlock.constants.js';
 import type { DefaultWait, OnLocked, RedlockErrorMapper, RedlockModuleOptions, RedlockNode } from './redlock.interfaces.js';
 import { RedlockConfigError } from './redlock-config.error.js';

@@ -1,8 +1,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Logger } from '@nestjs/common';
 import { Redis, type RedisOptions } from 'ioredis';
-import { redactCredentials } from './core/redact.js';
-import { nodeName, voterKeys } from './core/master-address.js';
+import { redactCredentials } from './core/base/redact.js';
+import { nodeName, voterKeys } from './core/voters/master-address.js';
 import type { RedlockNode } from './redlock.interfaces.js';
 import { RedlockConfigError } from './redlock-config.error.js';
 

@@ -1,6 +1,6 @@
 import { Catch, Optional, type ArgumentsHost } from '@nestjs/common';
 import { BaseExceptionFilter, HttpAdapterHost } from '@nestjs/core';
-import { LockHeldError, LockLostError, QuorumUnreachableError } from './core/errors.js';
+import { LockHeldError, LockLostError, QuorumUnreachableError } from './core/base/errors.js';
 import { lockHttpException, setRetryAfter } from './lock-http-exception.js';
 
 /**

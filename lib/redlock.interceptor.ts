@@ -8,7 +8,7 @@ import {
 } from '@nestjs/common';
 import { HttpAdapterHost, Reflector } from '@nestjs/core';
 import { throwError, type Observable } from 'rxjs';
-import { RedlockError } from './core/errors.js';
+import { RedlockError } from './core/base/errors.js';
 import { Redlock } from './core/redlock.js';
 import type { RedlockEngine } from './core/redlock-engine.js';
 import { HandlerArgs, type HandlerTransport } from './handler-args.js';

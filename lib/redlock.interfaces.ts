@@ -1,8 +1,8 @@
 import type { ExecutionContext, Type } from '@nestjs/common';
 import type { Cluster, Redis, RedisOptions } from 'ioredis';
-import type { RedlockError } from './core/errors.js';
-import type { RedlockOptions } from './core/redlock-options.js';
-import type { LockMode } from './core/lock-kind.js';
+import type { RedlockError } from './core/base/errors.js';
+import type { RedlockOptions } from './core/lock/redlock-options.js';
+import type { LockMode } from './core/lock/lock-kind.js';
 import type { RedlockInterceptor } from './redlock.interceptor.js';
 
 /**

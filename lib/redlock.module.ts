@@ -1,6 +1,6 @@
 import { Logger, Module } from '@nestjs/common';
 import { DiscoveryModule } from '@nestjs/core';
-import { describeMasters } from './core/master-health.js';
+import { describeMasters } from './core/voters/master-health.js';
 import { Redlock } from './core/redlock.js';
 import { LockPlanner } from './lock-plan.js';
 import { resolveSettings, type RedlockSettings } from './module-settings.js';

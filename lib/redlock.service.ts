@@ -1,6 +1,6 @@
 import { Inject, Injectable, type OnApplicationShutdown } from '@nestjs/common';
-import type { Lock } from './core/lock.js';
-import { currentScope, type LockSession } from './core/lock-session.js';
+import type { Lock } from './core/lock/lock.js';
+import { currentScope, type LockSession } from './core/acquire/lock-session.js';
 import { Redlock, type AcquireOptions, type LockedRoutine, type UsingOptions } from './core/redlock.js';
 import type { RedlockEngine } from './core/redlock-engine.js';
 import type { RedlockSettings } from './module-settings.js';

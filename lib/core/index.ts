@@ -1,10 +1,10 @@
 export { Redlock, type AcquireOptions, type UsingOptions, type LockedRoutine } from './redlock.js';
-export type { LockMode } from './lock-kind.js';
+export type { LockMode } from './lock/lock-kind.js';
 export type { RedlockEngine } from './redlock-engine.js';
-export { Lock, type ReleaseResult } from './lock.js';
-export { autoExtend } from './auto-extender.js';
-export { currentScope, LockSession, type LockScope } from './lock-session.js';
-export type { NodeOutcome, NodeStatus } from './node-outcome.js';
+export { Lock, type ReleaseResult } from './lock/lock.js';
+export { autoExtend } from './acquire/auto-extender.js';
+export { currentScope, LockSession, type LockScope } from './acquire/lock-session.js';
+export type { NodeOutcome, NodeStatus } from './base/node-outcome.js';
 export type {
   AcquireObserver,
   AcquireOutcome,
@@ -16,9 +16,9 @@ export type {
   MasterFailure,
   MasterOperation,
   RedlockInstrumentation,
-} from './instrumentation.js';
-export { type RedlockOptions, type RedlockLogger, type WaitOptions } from './redlock-options.js';
-export { MAX_TTL_MS } from './argument-checks.js';
+} from './lock/instrumentation.js';
+export { type RedlockOptions, type RedlockLogger, type WaitOptions } from './lock/redlock-options.js';
+export { MAX_TTL_MS } from './base/argument-checks.js';
 export {
   RedlockError,
   LockHeldError,
@@ -30,8 +30,8 @@ export {
   LockKindMismatchError,
   LockUpgradeError,
   type RedlockErrorCode,
-} from './errors.js';
-export type { QuarantineNotice } from './restart-quarantine.js';
-export type { DuplicateKind, DuplicateMaster } from './voter-admission.js';
-export type { MasterHealth, MastersHealth } from './master-health.js';
-export { nextFence } from './fence.js';
+} from './base/errors.js';
+export type { QuarantineNotice } from './voters/restart-quarantine.js';
+export type { DuplicateKind, DuplicateMaster } from './voters/voter-admission.js';
+export type { MasterHealth, MastersHealth } from './voters/master-health.js';
+export { nextFence } from './base/fence.js';

@@ -11,4 +11,4 @@ export type {
   MasterFailure,
   MasterOperation,
   RedlockInstrumentation,
-} from '../core/instrumentation.js';
+} from '../core/lock/instrumentation.js';

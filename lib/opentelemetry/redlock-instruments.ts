@@ -1,5 +1,5 @@
 import { SpanKind, type Attributes, type Counter, type Histogram, type MeterProvider, type SpanOptions, type Tracer, type TracerProvider } from '@opentelemetry/api';
-import type { MasterAddress, MasterFailure, MasterOperation } from '../core/instrumentation.js';
+import type { MasterAddress, MasterFailure, MasterOperation } from '../core/lock/instrumentation.js';
 import { LiveCount } from './live-count.js';
 import {
   ATTR_CODE_FUNCTION_NAME,

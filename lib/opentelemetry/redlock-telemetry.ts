@@ -1,5 +1,5 @@
 import { context, metrics, trace, type MeterProvider, type TracerProvider } from '@opentelemetry/api';
-import { InvalidArgumentError } from '../core/errors.js';
+import { InvalidArgumentError } from '../core/base/errors.js';
 import type {
   ExtensionOutcome,
   LostReason,
@@ -7,8 +7,8 @@ import type {
   MasterFailure,
   MasterOperation,
   RedlockInstrumentation,
-} from '../core/instrumentation.js';
-import type { Lock } from '../core/lock.js';
+} from '../core/lock/instrumentation.js';
+import type { Lock } from '../core/lock/lock.js';
 import { RedlockInstruments } from './redlock-instruments.js';
 import { SPAN_ACQUIRE } from './telemetry.constants.js';
 import { seconds } from './telemetry-values.js';

@@ -1,4 +1,4 @@
-import { RedlockError } from '../core/errors.js';
+import { RedlockError } from '../core/base/errors.js';
 
 /** Milliseconds of `performance.now()` as the seconds OpenTelemetry durations are in. */
 export function seconds(ms: number): number {

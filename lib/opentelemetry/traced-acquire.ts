@@ -1,5 +1,5 @@
 import { SpanStatusCode, type Span } from '@opentelemetry/api';
-import type { AcquireObserver, AcquireOutcome } from '../core/instrumentation.js';
+import type { AcquireObserver, AcquireOutcome } from '../core/lock/instrumentation.js';
 import type { RedlockInstruments } from './redlock-instruments.js';
 import { errorType, seconds } from './telemetry-values.js';
 import {

@@ -1,5 +1,5 @@
 import { context, SpanKind, SpanStatusCode, trace, type Context, type Span } from '@opentelemetry/api';
-import type { CallObserver, CallOutcome } from '../core/instrumentation.js';
+import type { CallObserver, CallOutcome } from '../core/lock/instrumentation.js';
 import type { RedlockInstruments } from './redlock-instruments.js';
 import { errorType, seconds } from './telemetry-values.js';
 import { ATTR_CODE_FUNCTION_NAME, ATTR_ERROR_TYPE, ATTR_REDLOCK_OUTCOME, SPAN_CALL_PREFIX } from './telemetry.constants.js';

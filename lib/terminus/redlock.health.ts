@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { HealthIndicatorService } from '@nestjs/terminus';
-import { InvalidArgumentError } from '../core/errors.js';
-import { describeMasters, type MasterHealth } from '../core/master-health.js';
+import { InvalidArgumentError } from '../core/base/errors.js';
+import { describeMasters, type MasterHealth } from '../core/voters/master-health.js';
 import { Redlock } from '../core/redlock.js';
 
 export interface RedlockHealthOptions {

@@ -1,5 +1,5 @@
 import { EventEmitter } from 'node:events';
-import { monotonicNow, validityLeftMs } from '../core/clock.js';
+import { monotonicNow, validityLeftMs } from '../core/base/clock.js';
 import {
   AcquireAbortedError,
   InvalidArgumentError,
@@ -8,19 +8,19 @@ import {
   LockLostError,
   QuorumUnreachableError,
   type RedlockError,
-} from '../core/errors.js';
-import { LocalQueue } from '../core/local-queue.js';
-import { Lock, startExtension, type LockEngine, type ReleaseResult } from '../core/lock.js';
-import { enterSession, LockSession, runInSession } from '../core/lock-session.js';
-import type { MastersHealth } from '../core/master-health.js';
-import type { NodeOutcome } from '../core/node-outcome.js';
+} from '../core/base/errors.js';
+import { LocalQueue } from '../core/waiting/local-queue.js';
+import { Lock, startExtension, type LockEngine, type ReleaseResult } from '../core/lock/lock.js';
+import { enterSession, LockSession, runInSession } from '../core/acquire/lock-session.js';
+import type { MastersHealth } from '../core/voters/master-health.js';
+import type { NodeOutcome } from '../core/base/node-outcome.js';
 import type { AcquireOptions, LockedRoutine, UsingOptions } from '../core/redlock.js';
 import type { RedlockEngine } from '../core/redlock-engine.js';
-import { resolveOptions, resolveWait, type RedlockOptions, type ResolvedRedlockOptions } from '../core/redlock-options.js';
-import { checkCallOptions, checkProbeTimeout, checkResources, checkTtl, oneRound } from '../core/argument-checks.js';
-import { roundFailure, type RoundFailure } from '../core/round-failure.js';
-import { newToken } from '../core/token.js';
-import { describeKind, kindOf, type LockKind } from '../core/lock-kind.js';
+import { resolveOptions, resolveWait, type RedlockOptions, type ResolvedRedlockOptions } from '../core/lock/redlock-options.js';
+import { checkCallOptions, checkProbeTimeout, checkResources, checkTtl, oneRound } from '../core/base/argument-checks.js';
+import { roundFailure, type RoundFailure } from '../core/rounds/round-failure.js';
+import { newToken } from '../core/base/token.js';
+import { describeKind, kindOf, type LockKind } from '../core/lock/lock-kind.js';
 import { MemoryLockStore, type QueueTicket } from './memory-lock-store.js';
 
 /** The one stand-in master, as errors and health reports name it. */

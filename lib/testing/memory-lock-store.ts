@@ -1,6 +1,6 @@
-import { monotonicNow } from '../core/clock.js';
-import { nextFence } from '../core/fence.js';
-import { describeKind, type LockKind } from '../core/lock-kind.js';
+import { monotonicNow } from '../core/base/clock.js';
+import { nextFence } from '../core/base/fence.js';
+import { describeKind, type LockKind } from '../core/lock/lock-kind.js';
 
 /** One caller of acquire: its place in the fair queue, chosen once when the call starts. */
 export interface QueueTicket {

@@ -1,10 +1,10 @@
 import type { Cluster } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { LockKindMismatchError, type Lock, type QuarantineNotice } from '../../lib/index.js';
-import { ClusterVoter } from '../../lib/core/cluster-voter.js';
-import { keySlot } from '../../lib/core/key-slot.js';
-import { ACQUIRE_SCRIPT } from '../../lib/core/lua-scripts.js';
-import { SHARED_ACQUIRE_SCRIPT, SHARED_RELEASE_SCRIPT } from '../../lib/core/shared-scripts.js';
+import { ClusterVoter } from '../../lib/core/voters/cluster-voter.js';
+import { keySlot } from '../../lib/core/base/key-slot.js';
+import { ACQUIRE_SCRIPT } from '../../lib/core/scripts/lua-scripts.js';
+import { SHARED_ACQUIRE_SCRIPT, SHARED_RELEASE_SCRIPT } from '../../lib/core/kinds/shared/shared-scripts.js';
 import { clusterVoterSuite } from './cluster-harness.js';
 
 /**

@@ -1,10 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { InvalidArgumentError } from '../../lib/core/errors.js';
-import { forCluster, merge, split, undoCall, unwrap } from '../../lib/core/cluster-scripts.js';
-import { KeyNames } from '../../lib/core/key-names.js';
-import { keySlot } from '../../lib/core/key-slot.js';
-import { ACQUIRE_SCRIPT } from '../../lib/core/lua-scripts.js';
-import { SHARED_ACQUIRE_SCRIPT, SHARED_EXTEND_SCRIPT, SHARED_FENCE_SCRIPT, SHARED_RELEASE_SCRIPT } from '../../lib/core/shared-scripts.js';
+import { InvalidArgumentError } from '../../lib/core/base/errors.js';
+import { forCluster, merge, split, undoCall, unwrap } from '../../lib/core/voters/cluster-scripts.js';
+import { KeyNames } from '../../lib/core/rounds/key-names.js';
+import { keySlot } from '../../lib/core/base/key-slot.js';
+import { ACQUIRE_SCRIPT } from '../../lib/core/scripts/lua-scripts.js';
+import { SHARED_ACQUIRE_SCRIPT, SHARED_EXTEND_SCRIPT, SHARED_FENCE_SCRIPT, SHARED_RELEASE_SCRIPT } from '../../lib/core/kinds/shared/shared-scripts.js';
 
 // How a Redis Cluster voter cuts the shared holders' scripts by hash slot and puts their replies
 // together, without a cluster (test/cluster/cluster-shared-holds.test.ts runs them on one).

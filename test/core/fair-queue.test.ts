@@ -8,8 +8,8 @@ import {
   RELEASE_SCRIPT,
   TAKE_SCRIPT,
   WAKE_CHANNEL_PREFIX,
-} from '../../lib/core/lua-scripts.js';
-import { SHARED_ACQUIRE_SCRIPT, SHARED_RELEASE_SCRIPT } from '../../lib/core/shared-scripts.js';
+} from '../../lib/core/scripts/lua-scripts.js';
+import { SHARED_ACQUIRE_SCRIPT, SHARED_RELEASE_SCRIPT } from '../../lib/core/kinds/shared/shared-scripts.js';
 import { connectMasters, disconnectAll, keysOn, PATIENT, separateEngine, watchCalls } from '../support/masters.js';
 import { enlisted, heldEverywhere } from '../support/enlisted.js';
 import { RedisFleet } from '../support/redis-fleet.js';

@@ -1,8 +1,8 @@
 import type { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
-import { CONFIRM_SCRIPT, WAKE_CHANNEL_PREFIX } from '../../lib/core/lua-scripts.js';
-import { readWake } from '../../lib/core/release-wakeups.js';
-import { PROCESS_ID } from '../../lib/core/token.js';
+import { CONFIRM_SCRIPT, WAKE_CHANNEL_PREFIX } from '../../lib/core/scripts/lua-scripts.js';
+import { readWake } from '../../lib/core/waiting/release-wakeups.js';
+import { PROCESS_ID } from '../../lib/core/base/token.js';
 import { PATIENT, separateEngine, watchCalls } from '../support/masters.js';
 import { enlisted, heldEverywhere } from '../support/enlisted.js';
 import { fileFleet } from '../support/file-fleet.js';

@@ -1,10 +1,10 @@
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { validityMs } from '../../lib/core/clock.js';
-import { HandOffGrants, type Confirmation } from '../../lib/core/hand-off-grants.js';
-import { ACQUIRE_SCRIPT, LEAVE_SCRIPT, QUEUE_ENTRY_STAY_MS, RELEASE_ONE_SCRIPT, WAKE_CHANNEL_PREFIX } from '../../lib/core/lua-scripts.js';
-import type { RoundResult } from '../../lib/core/quorum-round.js';
-import { RedisNode } from '../../lib/core/redis-node.js';
+import { validityMs } from '../../lib/core/base/clock.js';
+import { HandOffGrants, type Confirmation } from '../../lib/core/waiting/hand-off-grants.js';
+import { ACQUIRE_SCRIPT, LEAVE_SCRIPT, QUEUE_ENTRY_STAY_MS, RELEASE_ONE_SCRIPT, WAKE_CHANNEL_PREFIX } from '../../lib/core/scripts/lua-scripts.js';
+import type { RoundResult } from '../../lib/core/rounds/quorum-round.js';
+import { RedisNode } from '../../lib/core/voters/redis-node.js';
 import type { Redlock } from '../../lib/core/redlock.js';
 import { connectMasters, disconnectAll, PATIENT, separateEngine, untilReady, watchCalls } from '../support/masters.js';
 import { enlisted, heldEverywhere } from '../support/enlisted.js';

@@ -1,8 +1,8 @@
 import type { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { QuorumUnreachableError, Redlock } from '../../lib/index.js';
-import { monotonicNow } from '../../lib/core/clock.js';
-import { ACQUIRE_SCRIPT } from '../../lib/core/lua-scripts.js';
+import { monotonicNow } from '../../lib/core/base/clock.js';
+import { ACQUIRE_SCRIPT } from '../../lib/core/scripts/lua-scripts.js';
 import { connectMasters, disconnectAll } from '../support/masters.js';
 import { RedisFleet } from '../support/redis-fleet.js';
 

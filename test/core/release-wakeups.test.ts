@@ -1,11 +1,11 @@
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { LockHeldError } from '../../lib/core/errors.js';
-import { WAKE_CHANNEL_PREFIX } from '../../lib/core/lua-scripts.js';
-import { RedisNode } from '../../lib/core/redis-node.js';
-import { ReleaseWakeups } from '../../lib/core/release-wakeups.js';
-import { PROCESS_ID } from '../../lib/core/token.js';
-import { Waiter } from '../../lib/core/waiter.js';
+import { LockHeldError } from '../../lib/core/base/errors.js';
+import { WAKE_CHANNEL_PREFIX } from '../../lib/core/scripts/lua-scripts.js';
+import { RedisNode } from '../../lib/core/voters/redis-node.js';
+import { ReleaseWakeups } from '../../lib/core/waiting/release-wakeups.js';
+import { PROCESS_ID } from '../../lib/core/base/token.js';
+import { Waiter } from '../../lib/core/waiting/waiter.js';
 import { connectMasters, disconnectAll } from '../support/masters.js';
 import { RedisFleet } from '../support/redis-fleet.js';
 

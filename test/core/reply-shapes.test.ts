@@ -1,9 +1,9 @@
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { QuorumUnreachableError, Redlock, RedlockError } from '../../lib/index.js';
-import { freedPerKey, grantedIfOne, grantedIfPositive, interpretAcquire, interpretTake, takesPerKey, UnexpectedReplyError } from '../../lib/core/script-replies.js';
-import { runRound } from '../../lib/core/quorum-round.js';
-import type { RedisNode } from '../../lib/core/redis-node.js';
+import { freedPerKey, grantedIfOne, grantedIfPositive, interpretAcquire, interpretTake, takesPerKey, UnexpectedReplyError } from '../../lib/core/scripts/script-replies.js';
+import { runRound } from '../../lib/core/rounds/quorum-round.js';
+import type { RedisNode } from '../../lib/core/voters/redis-node.js';
 import { FakeMaster, randomReply } from '../support/fake-master.js';
 import { connectMasters, disconnectAll, FRESH_FLEET } from '../support/masters.js';
 import { RedisFleet } from '../support/redis-fleet.js';

@@ -1,8 +1,8 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { QuarantineNotice } from '../../lib/core/index.js';
-import { NodeQuarantinedError } from '../../lib/core/redis-node.js';
-import { ShardQuarantine } from '../../lib/core/shard-quarantine.js';
-import type { ShardIdentity } from '../../lib/core/cluster-scripts.js';
+import { NodeQuarantinedError } from '../../lib/core/voters/redis-node.js';
+import { ShardQuarantine } from '../../lib/core/voters/shard-quarantine.js';
+import type { ShardIdentity } from '../../lib/core/voters/cluster-scripts.js';
 
 // The judge of a Redis Cluster voter's replies, on its own: which server answered for which slot,
 // on a clock the test moves. What a real cluster does to it is in test/cluster/.

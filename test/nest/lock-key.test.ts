@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { InvalidArgumentError } from '../../lib/core/errors.js';
+import { InvalidArgumentError } from '../../lib/core/base/errors.js';
 import { compileLockKey, type KeySite } from '../../lib/lock-key.js';
 import { RedlockConfigError } from '../../lib/redlock-config.error.js';
 

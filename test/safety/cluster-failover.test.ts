@@ -4,7 +4,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { Redlock } from '../../lib/core/index.js';
-import { keySlot } from '../../lib/core/key-slot.js';
+import { keySlot } from '../../lib/core/base/key-slot.js';
 import { freePort } from '../support/free-port.js';
 import { connectMasters, disconnectAll, LOCK_CLIENT_OPTIONS, untilReady } from '../support/masters.js';
 import { RedisCluster } from '../support/redis-cluster.js';

@@ -6,8 +6,8 @@ import { freePort } from '../support/free-port.js';
 import { connectMasters, disconnectAll, FRESH_FLEET, untilReady } from '../support/masters.js';
 import { RedisFleet } from '../support/redis-fleet.js';
 import { SentinelGroup, sentinelClient, untilServes } from '../support/sentinel-group.js';
-import { RedisNode } from '../../lib/core/redis-node.js';
-import { ReleaseWakeups } from '../../lib/core/release-wakeups.js';
+import { RedisNode } from '../../lib/core/voters/redis-node.js';
+import { ReleaseWakeups } from '../../lib/core/waiting/release-wakeups.js';
 
 // Voters given as Sentinel-managed masters (ioredis `sentinels` + `name`): one Sentinel group
 // (a master, a replica, one Sentinel) beside two plain masters.

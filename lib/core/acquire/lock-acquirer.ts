@@ -1,0 +1,292 @@
+import { monotonicNow } from '../base/clock.js';
+import { AcquireAbortedError, LockHeldError, QuorumUnreachableError } from '../base/errors.js';
+import type { ExclusiveHolds } from '../kinds/exclusive/exclusive-holds.js';
+import { HandOffGrants } from '../waiting/hand-off-grants.js';
+import { heldSince } from './held-locks.js';
+import type { GuardedAcquire, InstrumentationGuard } from '../lock/instrumentation-guard.js';
+import type { KeyNames } from '../rounds/key-names.js';
+import { kindOf, markerOf } from '../lock/lock-kind.js';
+import type { Lock } from '../lock/lock.js';
+import { lineOf, type LocalHandOver } from '../waiting/local-hand-over.js';
+import type { LocalQueue } from '../waiting/local-queue.js';
+import type { QueueEntries } from '../waiting/queue-entries.js';
+import type { AcquireOptions } from '../redlock.js';
+import { resolveWait, type ResolvedRedlockOptions } from '../lock/redlock-options.js';
+import { checkCallOptions, checkResources, checkTtl } from '../base/argument-checks.js';
+import type { RedisNode } from '../voters/redis-node.js';
+import type { ReleaseWakeups } from '../waiting/release-wakeups.js';
+import type { RestartQuarantine } from '../voters/restart-quarantine.js';
+import type { SharedHolds } from '../kinds/shared/shared-holds.js';
+import { Waiter } from '../waiting/waiter.js';
+
+/**
+ * Rounds in which too few masters answered are retried this many times only: enough to ride
+ * out a blip or a stall under load, few enough that callers hear of a majority outage within
+ * three node timeouts (about 3 s by default with a ttl of 10 s or more) instead of waiting out
+ * their whole budget.
+ */
+const UNREACHABLE_RETRIES = 2;
+
+/**
+ * How many waiting readers, or waiting callers for permits (at most `limit`), of one process
+ * may talk to the masters at once for the same resources; the others wait in this process's
+ * line for one of them to get its hold or give up. Unpaced, a burst of 300 readers behind a
+ * writer sent 300 scripts per master at once, each scanning a queue that grew to 300 entries,
+ * and the replies took longer than the node timeout: most of the burst failed with
+ * QuorumUnreachableError on healthy masters. 32 abreast keeps a thousand readers within a
+ * few seconds on a loaded machine (8 took three times as long), and each master's work per
+ * round trip small.
+ */
+export const SHARED_CONTENDERS = 32;
+
+/** What the acquire path uses of its engine. */
+export interface AcquirerParts {
+  readonly nodes: readonly RedisNode[];
+  readonly quorum: number;
+  readonly options: ResolvedRedlockOptions;
+  readonly names: KeyNames;
+  readonly localQueue: LocalQueue;
+  readonly handOver: LocalHandOver;
+  readonly entries: QueueEntries;
+  readonly exclusive: ExclusiveHolds;
+  readonly shared: SharedHolds;
+  readonly wakeups: ReleaseWakeups | undefined;
+  readonly quarantine: RestartQuarantine | undefined;
+  readonly instrumentation: InstrumentationGuard | undefined;
+  /** Whether releases may grant locks to the head of the masters' queue (see HandOffGrants). */
+  readonly handsOff: boolean;
+}
+
+/**
+ * An acquire call from its arguments to its lock: this process's line for the resources, the
+ * rounds, the waits between them in the masters' queues, and the two ways a lock can come
+ * without a round of its own (handed over in this process, granted by hand-off on the masters).
+ */
+export class LockAcquirer {
+  readonly #parts: AcquirerParts;
+  /**
+   * Acquire calls past this process's line, with their resources, from their first round (a
+   * call whose round is out when releaseAll runs must give back what that round wins):
+   * releaseAll makes them give up.
+   */
+  readonly #waiting = new Map<Waiter, string[]>();
+  /** The calls started since the last releaseAll, those still in this process's line included. */
+  #calls = new CallsInProgress();
+
+  constructor(parts: AcquirerParts) {
+    this.#parts = parts;
+  }
+
+  async acquire(resources: string | readonly string[], ttlMs: number, options: AcquireOptions, queues: boolean): Promise<Lock> {
+    const { options: engineOptions, localQueue, handOver, entries, exclusive: exclusiveHolds } = this.#parts;
+    const list = checkResources(resources, engineOptions.maxResources);
+    checkTtl('ttlMs', ttlMs);
+    checkCallOptions(options);
+    const wait = resolveWait(options, engineOptions);
+    const kind = kindOf(options);
+    // Readers and permits hold together: no hand-over (that passes one exclusive lock on), and a
+    // line as wide as SHARED_CONTENDERS, only for callers that wait (one round alone needs no pacing).
+    const exclusive = kind.type === 'write';
+    this.#parts.quarantine?.observeTtl(ttlMs);
+    const fencing = options.fencing ?? engineOptions.fencing;
+    const keys: string[] = []; // packed, see runRound
+    for (const resource of list) keys.push(this.#parts.names.lock(resource));
+    const startedAt = monotonicNow();
+    const giveUpAt = startedAt + wait.waitTimeoutMs;
+    const line = lineOf(keys);
+    // More callers of ours after a permit than there are permits could only be refused.
+    const width = exclusive ? 1 : kind.type === 'permit' ? Math.min(kind.limit, SHARED_CONTENDERS) : SHARED_CONTENDERS;
+    // Before the first await, so in the caller's async context: a tracer's span gets the caller's as parent.
+    const observer = this.#parts.instrumentation?.acquireStarted(list, ttlMs, startedAt);
+
+    // A caller that will not wait (tryAcquire, retryCount 0) does not wait in line either.
+    const waits = queues && wait.retryCount > 0;
+    const paced = exclusive || waits;
+    // Shared holders of one kind line up apart from writers, whose line is the exclusive lock's.
+    const localLine = exclusive ? line : `${markerOf(kind)}\n${line}`;
+    // Nobody of this process is after these resources: the first try may be a plain SET NX.
+    const first = paced ? localQueue.enter(localLine, width) : true;
+    let uncontended = first && exclusive && keys.length === 1 && !fencing;
+    const calls = this.#calls;
+    calls.count++;
+    let predecessorFoundNoQuorum = false;
+    if (!first) {
+      try {
+        predecessorFoundNoQuorum = await this.#joinLocalLine(localLine, width, list, options.signal, waits ? wait.waitTimeoutMs : 0, observer);
+      } catch (error) {
+        calls.ended();
+        throw error;
+      }
+    }
+    // Only a caller that will wait takes a place in the masters' queues: an entry of one that will
+    // not come back would stand ahead of real waiters, and stretch every Retry-After behind it.
+    // A release may grant a single-key exclusive lock to the head of the masters' queue (not a fenced one: its fence needs a round).
+    const grants =
+      waits && exclusive && !fencing && keys.length === 1 && this.#parts.handsOff
+        ? new HandOffGrants(this.#parts.nodes, this.#parts.quorum, keys[0]!, engineOptions.driftFactor)
+        : undefined;
+    const waiter = new Waiter(waits, this.#parts.wakeups, keys, wait, options.signal, this.#parts.quorum, grants);
+    /** The lock the masters granted this waiter by hand-off, unless releaseAll made it give up. */
+    const handedOffByMasters = () =>
+      waiter.granted && !waiter.abandoned ? exclusiveHolds.handedOff(list, keys, ttlMs, waiter, waiter.granted, observer) : undefined;
+    let attempt = 0;
+    // Behind a caller that just found no quorum, one round is enough to confirm the outage.
+    let unreachableRounds = predecessorFoundNoQuorum ? UNREACHABLE_RETRIES : 0;
+    let foundNoQuorum = false;
+    /** The last failed attempt's cleanup: a caller that gives up waits for it, so it leaves nothing behind. */
+    let cleanup: Promise<unknown> | undefined;
+    this.#waiting.set(waiter, list);
+    // releaseAll ran while this call waited in this process's line: its turn came only because the head gave up.
+    if (calls.abandoned) waiter.abandon(calls.abandoned.reason);
+    try {
+      for (;;) {
+        attempt++;
+        if (options.signal?.aborted) throw new AcquireAbortedError(list, options.signal.reason);
+        if (waiter.abandoned) throw new AcquireAbortedError(list, waiter.abandoned.reason);
+        const holder = handOver.holderOf(line);
+        if (attempt === 1 && waits && !fencing && exclusive && holder) {
+          uncontended = false;
+          // Held in this process: asking the masters would only be refused. Wait for the holder.
+          const standBy = () => waiter.standBy(Math.min(giveUpAt - monotonicNow(), holder.remainingMs()));
+          observer?.waiting();
+          try {
+            await handOver.asleep(line, waiter, standBy);
+          } catch {
+            throw new AcquireAbortedError(list, abortReason(waiter, options.signal));
+          }
+          if (waiter.handed) return acquired(observer, waiter.handed);
+        }
+        const result = exclusive
+          ? await exclusiveHolds.attempt(list, keys, ttlMs, attempt, fencing, waiter, uncontended && attempt === 1, observer)
+          : await this.#parts.shared.attempt(list, keys, ttlMs, attempt, fencing, waiter, kind, observer);
+        if ('lock' in result) {
+          if (waiter.abandoned) return await giveBack(result.lock, list, waiter);
+          if ('roomLeft' in result && result.roomLeft && paced) localQueue.wakeHeads(localLine);
+          return acquired(observer, result.lock);
+        }
+        cleanup = result.cleanup;
+        // Granted by hand-off while the round was out (the grants came before its refusals).
+        const grantedDuringRound = handedOffByMasters();
+        if (grantedDuringRound) return acquired(observer, grantedDuringRound);
+        const left = giveUpAt - monotonicNow();
+        if (!result.retryable) unreachableRounds++;
+        const retryable = result.retryable || unreachableRounds <= UNREACHABLE_RETRIES;
+        // A quarantine that outlasts the budget: say so now, with when to come back, not at the deadline.
+        const outlasts = result.error instanceof QuorumUnreachableError && (result.error.retryAfterMs ?? 0) > left;
+        if (!retryable || outlasts || attempt > wait.retryCount || left <= 0) {
+          entries.leave(list, waiter, '');
+          foundNoQuorum = !retryable;
+          throw result.error;
+        }
+        // Asleep, this head can be handed the lock by a caller of this process releasing it.
+        const pause = () => waiter.pause(result.error, left);
+        // Waiting for a holder or for a quarantine to end; a retry after a blip is not waiting.
+        if (observer && !(result.error instanceof QuorumUnreachableError && result.error.retryAfterMs === undefined)) observer.waiting();
+        try {
+          // A reader or a permit caller sleeps where a grant to another of its line wakes it (wakeHeads).
+          await (!exclusive ? localQueue.asleep(localLine, waiter, pause) : !fencing && queues ? handOver.asleep(line, waiter, pause) : pause());
+        } catch {
+          entries.leave(list, waiter, '');
+          throw new AcquireAbortedError(list, abortReason(waiter, options.signal));
+        }
+        if (waiter.handed) {
+          // Handed over in this process: keys granted by hand-off meanwhile go on to the next waiter.
+          if (waiter.grants?.heard) entries.leave(list, waiter, waiter.handed.token);
+          return acquired(observer, waiter.handed);
+        }
+        const grantedAsleep = handedOffByMasters();
+        if (grantedAsleep) return acquired(observer, grantedAsleep);
+      }
+    } catch (error) {
+      await cleanup;
+      observer?.failed(error, waits);
+      throw error;
+    } finally {
+      this.#waiting.delete(waiter);
+      waiter.close();
+      if (paced) localQueue.leave(localLine, foundNoQuorum);
+      calls.ended();
+    }
+  }
+
+  /**
+   * For releaseAll: makes every call in progress give up (AcquireAbortedError with `reason`),
+   * those waiting in this process's line as their turns come (at once: each head ahead of them
+   * gives up too), and withdraws their entries from the masters' queues; resolves once they are
+   * withdrawn and every call has ended, having given back whatever a round out meanwhile won.
+   */
+  abandonAll(reason: string): Promise<unknown> {
+    const calls = this.#calls;
+    this.#calls = new CallsInProgress();
+    const ended = calls.abandon(reason);
+    const leaving = [...this.#waiting].map(([waiter, resources]) => {
+      waiter.abandon(reason);
+      return this.#parts.entries.leaveNow(resources, waiter, '');
+    });
+    return Promise.all([...leaving, ended]);
+  }
+
+  /** Waits behind this process's earlier callers for the same resources, within the wait budget. */
+  async #joinLocalLine(
+    line: string,
+    width: number,
+    resources: string[],
+    signal: AbortSignal | undefined,
+    budgetMs: number,
+    observer: GuardedAcquire | undefined,
+  ): Promise<boolean> {
+    if (budgetMs > 0) observer?.waiting();
+    try {
+      return await this.#parts.localQueue.join(line, signal, Math.max(1, budgetMs), width);
+    } catch {
+      // Behind a caller of this process: if one of ours holds the lock, it is free by then at the latest.
+      const error = signal?.aborted
+        ? new AcquireAbortedError(resources, signal.reason)
+        : new LockHeldError(resources, [], 0, this.#parts.handOver.holderOf(line)?.remainingMs());
+      observer?.failed(error, budgetMs > 0);
+      throw error;
+    }
+  }
+}
+
+/**
+ * The acquire calls started between two releaseAll calls: how many have not ended, and whether
+ * the second made them give up. One counter for them all, not a promise per call: an
+ * uncontended acquire allocates nothing for it.
+ */
+class CallsInProgress {
+  count = 0;
+  abandoned: { reason: unknown } | undefined;
+  #ended: (() => void) | undefined;
+
+  ended(): void {
+    if (--this.count === 0) this.#ended?.();
+  }
+
+  /** Marks these calls given up; resolves once none is in progress. */
+  abandon(reason: unknown): Promise<void> {
+    this.abandoned = { reason };
+    return this.count === 0 ? Promise.resolve() : new Promise((resolve) => (this.#ended = resolve));
+  }
+}
+
+/**
+ * A call that releaseAll made give up while its round won: the leave sent then may already
+ * have freed its keys (a hand-off waiter's tokens all go), so the lock is released, not used.
+ */
+async function giveBack(lock: Lock, resources: string[], waiter: Waiter): Promise<never> {
+  await lock.release();
+  throw new AcquireAbortedError(resources, waiter.abandoned!.reason);
+}
+
+/** Why a wait was cut short: releaseAll's reason, or the caller's signal's. */
+function abortReason(waiter: Waiter, signal: AbortSignal | undefined): unknown {
+  const abandoned = waiter.abandoned;
+  return abandoned ? abandoned.reason : signal?.reason;
+}
+
+/** An acquire call that got its lock: the observer hears of it, the caller gets it. */
+function acquired(observer: GuardedAcquire | undefined, lock: Lock): Lock {
+  observer?.ended('acquired', undefined, heldSince(lock));
+  return lock;
+}

@@ -1,0 +1,120 @@
+import { InvalidArgumentError } from './errors.js';
+import type { WaitOptions } from '../lock/redlock-options.js';
+
+// The checks every argument of a call goes through before anything is sent: each a typed error
+// that names the argument, the value and what was expected.
+
+/** Large enough for any job that extends its lock, small enough to catch a unit mistake. */
+export const MAX_TTL_MS = 24 * 60 * 60 * 1000;
+
+export function checkTtl(argument: string, ttlMs: unknown): number {
+  if (typeof ttlMs !== 'number' || !Number.isInteger(ttlMs) || ttlMs <= 0 || ttlMs > MAX_TTL_MS) {
+    throw new InvalidArgumentError(argument, ttlMs, `expected an integer number of ms in [1, ${MAX_TTL_MS}]`);
+  }
+  return ttlMs;
+}
+
+export function checkResources(resources: unknown, maxResources: number): string[] {
+  if (typeof resources === 'string' && resources.length > 0) return [resources];
+  const list = typeof resources === 'string' ? [resources] : resources;
+  if (!Array.isArray(list) || list.length === 0) {
+    throw new InvalidArgumentError('resources', resources, 'expected a non-empty string or a non-empty array of them');
+  }
+  if (list.length > maxResources) {
+    throw new InvalidArgumentError('resources', resources, `expected at most ${maxResources} resources per lock (maxResources)`);
+  }
+  for (const resource of list) {
+    if (typeof resource !== 'string' || resource.length === 0) {
+      throw new InvalidArgumentError('resource', resource, 'expected a non-empty string');
+    }
+  }
+  // Duplicates would make the all-or-nothing script see its own key as taken.
+  return [...new Set(list as string[])];
+}
+
+export function checkPositiveInteger(argument: string, value: unknown): void {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value <= 0) {
+    throw new InvalidArgumentError(argument, value, 'expected a positive integer');
+  }
+}
+
+export function checkCount(argument: string, value: unknown): void {
+  const ok = typeof value === 'number' && value >= 0 && (Number.isInteger(value) || value === Number.POSITIVE_INFINITY);
+  if (!ok) throw new InvalidArgumentError(argument, value, 'expected a non-negative integer or Infinity');
+}
+
+/** The longest a Node timer can wait; a longer delay fires after 1 ms instead. */
+export const MAX_DELAY_MS = 2 ** 31 - 1;
+
+/** A time the engine waits out on a timer: longer than a timer can wait would mean not at all. */
+export function isDelay(value: unknown): value is number {
+  return typeof value === 'number' && Number.isFinite(value) && value >= 0 && value <= MAX_DELAY_MS;
+}
+
+export function checkDelay(argument: string, value: unknown): void {
+  if (!isDelay(value)) throw new InvalidArgumentError(argument, value, `expected a number of ms in [0, ${MAX_DELAY_MS}]`);
+}
+
+export function checkFlag(argument: string, value: unknown): void {
+  if (typeof value !== 'boolean') throw new InvalidArgumentError(argument, value, 'expected true or false');
+}
+
+/** How long a health check waits for each master's reply: a timer, so more than 0 and no longer than a timer can wait. */
+export function checkProbeTimeout(timeoutMs: unknown): number {
+  if (!isDelay(timeoutMs) || timeoutMs === 0) {
+    throw new InvalidArgumentError('timeoutMs', timeoutMs, `expected a number of ms in (0, ${MAX_DELAY_MS}]`);
+  }
+  return timeoutMs;
+}
+
+/** What a call of acquire, tryAcquire, using or enter may be given. */
+export interface CallOptions extends WaitOptions {
+  readonly signal?: AbortSignal;
+  readonly fencing?: boolean;
+  readonly autoExtend?: boolean;
+}
+
+/**
+ * Per-call options, before anything is taken: an object, and every option given (anything but
+ * undefined) of its type, so `fencing: 'false'` is refused rather than read as true. `mode` and
+ * `limit` are checked where the kind is read (kindOf). Runs on every call: it reads each key once
+ * and checks only those present.
+ */
+export function checkCallOptions(options: CallOptions | null): void {
+  if (options === null || typeof options !== 'object' || Array.isArray(options)) {
+    throw new InvalidArgumentError('options', options, 'expected an object of acquire options');
+  }
+  const { signal, fencing, autoExtend, retryCount, waitTimeoutMs, retryDelayMs, retryJitterMs } = options;
+  // A look-alike signal would fail in a timer later.
+  if (signal !== undefined) checkSignal(signal);
+  if (fencing !== undefined) checkFlag('fencing', fencing);
+  if (autoExtend !== undefined) checkFlag('autoExtend', autoExtend);
+  // Checked here too, not only when the wait is resolved: a reentrant call resolves none.
+  if (retryCount !== undefined) checkCount('retryCount', retryCount);
+  if (waitTimeoutMs !== undefined) checkDelay('waitTimeoutMs', waitTimeoutMs);
+  if (retryDelayMs !== undefined) checkDelay('retryDelayMs', retryDelayMs);
+  if (retryJitterMs !== undefined) checkDelay('retryJitterMs', retryJitterMs);
+}
+
+/**
+ * tryAcquire's options as acquire takes them: one round, no waiting. Checked first, as spreading
+ * something that is not an object (a string, null) would quietly make options of it.
+ */
+export function oneRound<T extends object>(options: T): T & { readonly retryCount: 0 } {
+  checkCallOptions(options);
+  return { ...options, retryCount: 0 };
+}
+
+/** An AbortSignal, or anything that behaves as one (a signal of another realm or a polyfill). */
+function checkSignal(signal: unknown): AbortSignal {
+  const candidate = signal as Partial<AbortSignal> | null;
+  const usable =
+    candidate !== null &&
+    typeof candidate === 'object' &&
+    typeof candidate.aborted === 'boolean' &&
+    typeof candidate.addEventListener === 'function' &&
+    typeof candidate.removeEventListener === 'function';
+  if (!usable) throw new InvalidArgumentError('signal', signal, 'expected an AbortSignal');
+  return signal as AbortSignal;
+}
+

@@ -1,0 +1,281 @@
+import { QUEUE_LUA, raiseFencesLua, script } from '../../scripts/lua-scripts.js';
+import { UnexpectedReplyError } from '../../scripts/script-replies.js';
+import type { RoundReply } from '../../rounds/quorum-round.js';
+import type { RedisNode } from '../../voters/redis-node.js';
+import { AckedReply } from '../../voters/replica-acks.js';
+
+/**
+ * Lua for readers and permit holders ("shared holders"; see docs/GUARANTEES.md, "Semaphores and
+ * read-write locks"). Per resource and master: the lock key holds a marker (`*r` for readers,
+ * `*s<limit>` for permits) for as long as any holder there lives, so every writer's SET NX
+ * fails meanwhile; the holders hash (field = token, value = "deadline slot", the deadline on
+ * the master's clock, slot `r` for a reader) says who they are. An entry past its deadline is
+ * dead, exactly as a key past its PX would be.
+ *
+ * - live(h, now): drops dead entries; the slots in use, how many, and the earliest and latest
+ *   live deadlines.
+ * - wakeHead(key, q, now, marker, stay): wakes the queue's head if it waits for this same kind,
+ *   because a grant left room or a permit was released (nameHead: its entry then lives at most
+ *   `stay` more unless it comes, and the runner-up is told to look again by then).
+ */
+const SHARED_LUA =
+  QUEUE_LUA +
+  `local function live(h, now, except)
+  local entries = redis.call('HGETALL', h)
+  local used, count, earliest, latest, mine = {}, 0, nil, 0, nil
+  for j = 1, #entries, 2 do
+    local d, s = string.match(entries[j + 1], '(%S+) (%S+)')
+    d = tonumber(d)
+    if d <= now then
+      redis.call('HDEL', h, entries[j])
+    elseif entries[j] == except then
+      mine = s
+    else
+      used[s] = true
+      count = count + 1
+      if not earliest or d < earliest then earliest = d end
+      if d > latest then latest = d end
+    end
+  end
+  return used, count, earliest, latest, mine
+end
+local function wakeHead(key, q, now, marker, stay)
+  local head, _, deadline, entry, second = liveHead(q, now, nil)
+  if not head then return end
+  if string.match(entry, '^%S+ %S+ (%S+)') == marker then nameHead(key, q, now, stay, head, deadline, entry, second) end
+end
+`;
+
+/**
+ * A reader or a permit, all or nothing on this node. Granted when, for every resource, the lock
+ * key is free, holds this kind's marker, or is reserved for us; a permit also needs a free slot
+ * (the preferred one if free, else the first in 0..limit-1: one order for every client, so that
+ * masters tend to agree);
+ * and no live waiter with a lower ticket is queued (a waiting writer stops later readers).
+ * A lock key holding another kind's marker, or a writer's token when we want a permit, is a
+ * mismatch of kinds: reported, never waited for. Refused callers enlist in the fair queue as
+ * the acquire script does, their entry tagged with the marker so a grant that leaves room
+ * wakes only a waiter of the same kind.
+ * KEYS: n lock keys, n queue keys, n holders keys, then n fence keys when fenced.
+ * ARGV: token, ttl ms, n, waiter id, ticket, entry stay ms, marker, limit (0 for a reader), then
+ * per resource the preferred slot ('' for none).
+ * Returns {1, fence, slot per resource, free slots per resource ("0,2")}, {0, wait} or
+ * {2, resource index, what holds it}. The free slots let a client whose masters disagreed on
+ * the slot pick one that is free on most of them.
+ */
+export const SHARED_ACQUIRE_SCRIPT = script(
+  'shared-acquire',
+  SHARED_LUA +
+    `local token, ttl, n = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local me, ticket, stay = ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6])
+local marker, limit = ARGV[7], tonumber(ARGV[8])
+local reservation = me ~= '' and ('~' .. me) or nil
+local now = nowMs()
+local wait = -2
+local reserved = {}
+for i = 1, n do
+  local owner = redis.call('GET', KEYS[i])
+  if owner then
+    local first = string.sub(owner, 1, 1)
+    if owner == reservation then
+      reserved[i] = true
+    elseif first == '*' and owner ~= marker then
+      return {2, i, owner}
+    elseif limit > 0 and first ~= '*' and first ~= '~' then
+      return {2, i, 'lock'}
+    elseif owner ~= marker then
+      local pttl = redis.call('PTTL', KEYS[i])
+      if pttl > wait then wait = pttl end
+    end
+  end
+end
+local slots, counts, frees = {}, {}, {}
+local full = false
+for i = 1, n do
+  local used, count, earliest, _, mine = live(KEYS[2 * n + i], now, token)
+  counts[i] = count
+  if limit == 0 then
+    slots[i] = 'r'
+  elseif mine then
+    slots[i] = mine
+  else
+    local preferred = ARGV[8 + i]
+    if preferred ~= '' and not used[preferred] and tonumber(preferred) < limit then slots[i] = preferred end
+    local free = {}
+    for k = 0, limit - 1 do
+      if not used[tostring(k)] then
+        if not slots[i] then slots[i] = tostring(k) end
+        free[#free + 1] = tostring(k)
+      end
+    end
+    frees[i] = table.concat(free, ',')
+    if not slots[i] then
+      full = true
+      if earliest - now > wait then wait = earliest - now end
+    end
+  end
+end
+local queued, headWait, queues = aheadOf(n, reserved, me, ticket)
+if wait ~= -2 or full or queued then
+  if wait == -2 then wait = headWait end
+  enlist(n, me, ARGV[5], wait, stay, ' ' .. marker)
+  return {0, wait}
+end
+local reply = {1, 0}
+local fence = 0
+for i = 1, n do
+  local h = KEYS[2 * n + i]
+  redis.call('HSET', h, token, (now + ttl) .. ' ' .. slots[i])
+  if redis.call('PTTL', h) < ttl then redis.call('PEXPIRE', h, ttl) end
+  if reserved[i] or redis.call('PTTL', KEYS[i]) < ttl then redis.call('SET', KEYS[i], marker, 'PX', ttl) end
+  if queues[i] and me ~= '' then redis.call('HDEL', KEYS[n + i], me) end
+  if #KEYS > 3 * n then
+    local counter = tonumber(redis.call('GET', KEYS[3 * n + i]) or '0')
+    if counter and counter > fence then fence = counter end
+  end
+  reply[2 + i] = slots[i]
+  reply[2 + n + i] = frees[i] or ''
+end
+reply[2] = fence
+for i = 1, n do
+  if queues[i] and (limit == 0 or counts[i] + 1 < limit) then wakeHead(KEYS[i], KEYS[n + i], now, marker, stay) end
+end
+return reply`,
+);
+
+/**
+ * Extends a reader or a permit only if, on every resource, our entry is live with the slot we
+ * hold by a majority and the key holds our kind's marker. An entry of another slot (a master
+ * that granted us a different one in the winning round) is dropped: it only costs room.
+ * KEYS: n lock keys, n holders keys. ARGV: token, ttl ms, marker, slot per resource. Returns 1 or 0.
+ */
+export const SHARED_EXTEND_SCRIPT = script(
+  'shared-extend',
+  `local n = #KEYS / 2
+local token, ttl, marker = ARGV[1], tonumber(ARGV[2]), ARGV[3]
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+for i = 1, n do
+  local mine = redis.call('HGET', KEYS[n + i], token)
+  if not mine or redis.call('GET', KEYS[i]) ~= marker then return 0 end
+  local d, s = string.match(mine, '(%S+) (%S+)')
+  if tonumber(d) <= now then return 0 end
+  if s ~= ARGV[3 + i] then
+    redis.call('HDEL', KEYS[n + i], token)
+    return 0
+  end
+end
+for i = 1, n do
+  redis.call('HSET', KEYS[n + i], token, (now + ttl) .. ' ' .. ARGV[3 + i])
+  if redis.call('PTTL', KEYS[i]) < ttl then redis.call('PEXPIRE', KEYS[i], ttl) end
+  if redis.call('PTTL', KEYS[n + i]) < ttl then redis.call('PEXPIRE', KEYS[n + i], ttl) end
+end
+return 1`,
+);
+
+/**
+ * FENCE_SCRIPT for a reader or a permit: raises the fence counters only while our entries (with
+ * our slots) are live here, for the same reason as for a lock.
+ * KEYS: n lock keys, n queue keys, n holders keys, n fence keys.
+ * ARGV: token, fence, n, expire ms (0: never), marker, slot per resource. Returns 1 or 0.
+ */
+export const SHARED_FENCE_SCRIPT = script(
+  'shared-fence',
+  `local n = tonumber(ARGV[3])
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+for i = 1, n do
+  local mine = redis.call('HGET', KEYS[2 * n + i], ARGV[1])
+  if not mine or redis.call('GET', KEYS[i]) ~= ARGV[5] then return 0 end
+  local d, s = string.match(mine, '(%S+) (%S+)')
+  if tonumber(d) <= now or s ~= ARGV[5 + i] then return 0 end
+end
+${raiseFencesLua('3 * n')}
+return 1`,
+);
+
+/**
+ * Drops our entry (whatever its slot) and our queue entry. With holders left, the marker is cut
+ * to the latest of them, and a freed permit wakes the queue's head; with none left, the key goes
+ * to the queue's head or is freed (handOn), as a lock's release does. Idempotent.
+ * KEYS: n lock keys, n queue keys, n holders keys.
+ * ARGV: stay ms, token, waiter id ('' for none), marker, limit, slot per resource.
+ * Returns how many resources were still held with our slot.
+ */
+export const SHARED_RELEASE_SCRIPT = script(
+  'shared-release',
+  SHARED_LUA +
+    `local n = #KEYS / 3
+local stay, token, waiter, marker, limit = tonumber(ARGV[1]), ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5])
+local freed = 0
+for i = 1, n do
+  local key, q, h = KEYS[i], KEYS[n + i], KEYS[2 * n + i]
+  if waiter ~= '' then redis.call('HDEL', q, waiter) end
+  local mine = redis.call('HGET', h, token)
+  if mine then
+    local now = nowMs()
+    redis.call('HDEL', h, token)
+    local d, s = string.match(mine, '(%S+) (%S+)')
+    if tonumber(d) > now and s == ARGV[5 + i] then freed = freed + 1 end
+    local _, count, _, latest = live(h, now, nil)
+    if redis.call('GET', key) == marker then
+      if count > 0 then
+        redis.call('PEXPIRE', key, latest - now)
+        redis.call('PEXPIRE', h, latest - now)
+        if limit > 0 then wakeHead(key, q, now, marker, stay) end
+      else
+        handOn(key, q, stay)
+      end
+    end
+  end
+end
+return freed`,
+);
+
+/** A SHARED_ACQUIRE_SCRIPT reply read for what the round needs: a grant with its slots, a refusal, or a mismatch. */
+export type SharedReply =
+  | { readonly kind: 'granted'; readonly fence: number; readonly slots: readonly string[]; readonly free: readonly string[] }
+  | { readonly kind: 'refused'; readonly wait: number }
+  | { readonly kind: 'mismatch'; readonly resourceIndex: number; readonly found: string };
+
+export function readSharedReply(reply: unknown, resources: number): SharedReply {
+  if (Array.isArray(reply) && Number.isSafeInteger(reply[1])) {
+    if (reply[0] === 1 && reply.length === 2 + 2 * resources && reply.slice(2).every((slot) => typeof slot === 'string')) {
+      return { kind: 'granted', fence: reply[1] as number, slots: reply.slice(2, 2 + resources) as string[], free: reply.slice(2 + resources) as string[] };
+    }
+    if (reply[0] === 0 && reply.length === 2) return { kind: 'refused', wait: reply[1] as number };
+    if (reply[0] === 2 && reply.length === 3 && typeof reply[2] === 'string' && reply[1] >= 1 && reply[1] <= resources) {
+      return { kind: 'mismatch', resourceIndex: (reply[1] as number) - 1, found: reply[2] };
+    }
+  }
+  throw new UnexpectedReplyError('shared-acquire', reply);
+}
+
+/**
+ * Watches a round's raw replies for a kind mismatch ({2, resource index, what holds it}), which a
+ * vote reads only as a refusal: `send` wraps the round's requests, `found` says what was seen.
+ */
+export function mismatchWatch(request: (node: RedisNode) => Promise<unknown>): {
+  send: (node: RedisNode) => Promise<unknown>;
+  found: () => { resourceIndex: number; found: string } | undefined;
+} {
+  let found: { resourceIndex: number; found: string } | undefined;
+  const send = (node: RedisNode) =>
+    request(node).then((reply) => {
+      const raw = reply instanceof AckedReply ? reply.reply : reply;
+      if (Array.isArray(raw) && raw.length === 3 && raw[0] === 2 && Number.isSafeInteger(raw[1]) && typeof raw[2] === 'string') {
+        found = { resourceIndex: (raw[1] as number) - 1, found: raw[2] };
+      }
+      return reply;
+    });
+  return { send, found: () => found };
+}
+
+/** SHARED_ACQUIRE_SCRIPT replies as votes: a mismatch is a refusal here, and the caller is told of it apart. */
+export function sharedVote(resources: number): (reply: unknown) => RoundReply {
+  return (reply) => {
+    const read = readSharedReply(reply, resources);
+    if (read.kind === 'granted') return { granted: true, value: read.fence };
+    return { granted: false, value: read.kind === 'refused' ? read.wait : undefined };
+  };
+}

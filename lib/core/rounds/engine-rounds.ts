@@ -1,0 +1,24 @@
+import type { RoundOperation } from '../lock/instrumentation.js';
+import type { KeyNames } from './key-names.js';
+import type { LockEngine } from '../lock/lock.js';
+import type { RoundReply, RoundResult } from './quorum-round.js';
+import type { RedisNode } from '../voters/redis-node.js';
+import type { ResolvedRedlockOptions } from '../lock/redlock-options.js';
+
+/** What each kind's rounds (ExclusiveHolds, SharedHolds) need of the engine: its rounds, votes and key names. */
+export interface EngineRounds {
+  readonly engine: LockEngine;
+  /** The voters, in the order of every round's outcomes. */
+  readonly nodes: readonly RedisNode[];
+  readonly quorum: number;
+  readonly options: ResolvedRedlockOptions;
+  readonly names: KeyNames;
+  round(
+    ttlMs: number,
+    interpret: (reply: unknown) => RoundReply,
+    send: (node: RedisNode, index: number) => Promise<unknown>,
+    operation: RoundOperation,
+  ): Promise<RoundResult>;
+  /** A request whose answer counts as a vote: masters in restart quarantine are not asked. */
+  vote(request: (node: RedisNode) => Promise<unknown>): (node: RedisNode) => Promise<unknown>;
+}

@@ -1,0 +1,82 @@
+import { monotonicNow } from '../base/clock.js';
+import { Lock, type LockEngine } from '../lock/lock.js';
+import type { LocalQueue } from './local-queue.js';
+import type { Waiter } from './waiter.js';
+
+/**
+ * At most this many times in a row may a lock pass between callers of one process before a real
+ * release gives the other processes their turn (fewer when fewer were in line): a process's
+ * waiters are served as one batch, which keeps each waiter's wait near that of a perfect queue
+ * while most hand-overs cost nothing.
+ */
+const HAND_OVER_BATCH = 8;
+
+/**
+ * Passing a lock between callers of one process without the masters. Per line of callers for
+ * the same resources it knows the lock a caller of this process holds and the head of the line
+ * while it sleeps. A release finding that head asleep hands it the held keys: they stay ours
+ * throughout, so no other process can slip in, and the waiter skips a release, a wake-up and an
+ * acquire round. Not for fenced locks (each holder needs a larger fence), only while half the
+ * ttl is left, and only in streaks bounded by who was in line when the streak began.
+ */
+export class LocalHandOver {
+  readonly #sleepingHeads = new Map<string, Waiter>();
+  readonly #streaks = new Map<string, { count: number; limit: number }>();
+  readonly #holders = new Map<string, Lock>();
+
+  constructor(
+    private readonly engine: LockEngine,
+    private readonly queue: LocalQueue,
+  ) {}
+
+  /** The lock a caller of this process holds on `line`, while it is valid. */
+  holderOf(line: string): Lock | undefined {
+    const holder = this.#holders.get(line);
+    return holder && holder.remainingMs() > 0 ? holder : undefined;
+  }
+
+  held(line: string, lock: Lock): void {
+    this.#holders.set(line, lock);
+  }
+
+  /** Runs `sleep` with `waiter` registered as the head that a release may hand the lock to. */
+  async asleep(line: string, waiter: Waiter, sleep: () => Promise<void>): Promise<void> {
+    this.#sleepingHeads.set(line, waiter);
+    try {
+      await sleep();
+    } finally {
+      if (this.#sleepingHeads.get(line) === waiter) this.#sleepingHeads.delete(line);
+    }
+  }
+
+  /** Hands `lock` to the sleeping head of `line`, if the rules allow: the new handle, or undefined. */
+  offer(lock: Lock, line: string): { handed: Lock; to: Waiter } | undefined {
+    const next = this.#sleepingHeads.get(line);
+    if (!next || lock.fence !== undefined) return undefined;
+    const streak = this.#streaks.get(line) ?? { count: 0, limit: Math.min(HAND_OVER_BATCH, 1 + this.queue.waiting(line)) };
+    const remaining = lock.remainingMs();
+    if (streak.count >= streak.limit || remaining < lock.ttlMs / 2) return undefined;
+    const handed = new Lock(this.engine, lock.resources, lock.keys, lock.token, lock.ttlMs, monotonicNow() + remaining);
+    if (!next.offer(handed)) return undefined;
+    this.#sleepingHeads.delete(line);
+    this.#streaks.set(line, { count: streak.count + 1, limit: streak.limit });
+    this.#holders.set(line, handed);
+    return { handed, to: next };
+  }
+
+  /** A real release of `lock` is under way: the streak ends and the line has no local holder. */
+  released(lock: Lock, line: string): void {
+    this.#streaks.delete(line);
+    if (this.#holders.get(line) === lock) this.#holders.delete(line);
+  }
+
+  /** After a real release: the next caller may be standing by without a place in the masters' queue. */
+  wakeNext(line: string): void {
+    this.#sleepingHeads.get(line)?.wakeNow();
+  }
+}
+
+/** Callers for the same resources (in the same order) form one line. */
+export function lineOf(keys: readonly string[]): string {
+  return keys.join('\n');
+}
