@@ -1,7 +1,7 @@
 import { InvalidArgumentError } from './core/base/errors.js';
-import { LockKeyArgumentError } from './lock-key-argument.error.js';
+import { LockKeyArgumentError } from './errors/lock-key-argument.error.js';
 import type { LockKey, LockKeyFunction } from './redlock.interfaces.js';
-import { RedlockConfigError } from './redlock-config.error.js';
+import { RedlockConfigError } from './errors/redlock-config.error.js';
 
 /** The decorated method a key belongs to, for messages and for checking argument positions. */
 export interface KeySite {

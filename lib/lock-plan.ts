@@ -10,7 +10,7 @@ import { REDLOCK_SETTINGS, WITH_LOCK } from './redlock.constants.js';
 import type { WithLockMetadata, WithLockOptions } from './redlock.interfaces.js';
 import { kindOf } from './core/lock/lock-kind.js';
 import { formatValue } from './core/base/errors.js';
-import { RedlockConfigError } from './redlock-config.error.js';
+import { RedlockConfigError } from './errors/redlock-config.error.js';
 
 /** How one decorated method locks: its compiled key and its resolved options. */
 export interface LockPlan {

@@ -4,7 +4,7 @@ import { resolveOptions, type RedlockOptions } from './core/lock/redlock-options
 import { MAX_DELAY_MS, MAX_TTL_MS } from './core/base/argument-checks.js';
 import { DEFAULT_TTL_MS } from './redlock.constants.js';
 import type { DefaultWait, OnLocked, RedlockErrorMapper, RedlockModuleOptions, RedlockNode } from './redlock.interfaces.js';
-import { RedlockConfigError } from './redlock-config.error.js';
+import { RedlockConfigError } from './errors/redlock-config.error.js';
 
 /** The module options, validated, with defaults filled in. */
 export interface RedlockSettings {

@@ -4,7 +4,7 @@ import { Redis, type RedisOptions } from 'ioredis';
 import { redactCredentials } from './core/base/redact.js';
 import { nodeName, voterKeys } from './core/voters/master-address.js';
 import type { RedlockNode } from './redlock.interfaces.js';
-import { RedlockConfigError } from './redlock-config.error.js';
+import { RedlockConfigError } from './errors/redlock-config.error.js';
 
 /**
  * Applied to connections the module creates, unless the node's own options say otherwise.

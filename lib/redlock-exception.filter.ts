@@ -1,7 +1,7 @@
 import { Catch, Optional, type ArgumentsHost } from '@nestjs/common';
 import { BaseExceptionFilter, HttpAdapterHost } from '@nestjs/core';
 import { LockHeldError, LockLostError, QuorumUnreachableError } from './core/base/errors.js';
-import { lockHttpException, setRetryAfter } from './lock-http-exception.js';
+import { lockHttpException, setRetryAfter } from './errors/lock-http-exception.js';
 
 /**
  * Gives locks taken by hand (`RedlockService.using`, `acquire`, `assertValid`) in HTTP handlers

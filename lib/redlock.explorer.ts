@@ -7,7 +7,7 @@ import { LockPlanner, type LockPlan } from './lock-plan.js';
 import { observeLocked, runLocked } from './locked-call.js';
 import { copyIdentity, defineLocked, installStandIn, isLockedWrapper, originalOf } from './locked-methods.js';
 import { RedisConnections } from './redis-connections.js';
-import { RedlockConfigError } from './redlock-config.error.js';
+import { RedlockConfigError } from './errors/redlock-config.error.js';
 import { WITH_LOCK } from './redlock.constants.js';
 
 /** Nest's wrapper of a provider or controller, as its public DiscoveryService hands it out. */

@@ -12,14 +12,14 @@ import { RedlockError } from './core/base/errors.js';
 import { Redlock } from './core/redlock.js';
 import type { RedlockEngine } from './core/redlock-engine.js';
 import { HandlerArgs, type HandlerTransport } from './handler-args.js';
-import { lockHttpException, setRetryAfter } from './lock-http-exception.js';
-import { LockKeyArgumentError } from './lock-key-argument.error.js';
-import { LockKeyBadRequestException } from './lock-key-bad-request.exception.js';
+import { lockHttpException, setRetryAfter } from './errors/lock-http-exception.js';
+import { LockKeyArgumentError } from './errors/lock-key-argument.error.js';
+import { LockKeyBadRequestException } from './errors/lock-key-bad-request.exception.js';
 import { LockPlanner, type LockPlan } from './lock-plan.js';
 import { observeLocked } from './locked-call.js';
 import type { RedlockSettings } from './module-settings.js';
 import { REDLOCK_SETTINGS, WITH_LOCK } from './redlock.constants.js';
-import { transportLockException } from './transport-lock-exception.js';
+import { transportLockException } from './errors/transport-lock-exception.js';
 
 const TRANSPORTS: ReadonlySet<string> = new Set<HandlerTransport>(['http', 'rpc', 'ws', 'graphql']);
 

@@ -9,7 +9,7 @@ import { REDLOCK_MODULE_OPTIONS, REDLOCK_SETTINGS } from './redlock.constants.js
 import { RedlockExplorer } from './redlock.explorer.js';
 import type { RedlockModuleOptions } from './redlock.interfaces.js';
 import { ConfigurableRedlockModule } from './redlock.module-definition.js';
-import { RedlockConfigError } from './redlock-config.error.js';
+import { RedlockConfigError } from './errors/redlock-config.error.js';
 import { RedlockService } from './redlock.service.js';
 
 async function openConnections(settings: RedlockSettings): Promise<RedisConnections> {

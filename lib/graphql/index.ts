@@ -1,2 +1,2 @@
 export { lockGraphQLError } from './lock-graphql-error.js';
-export type { LockErrorPayload } from '../lock-error-payload.js';
+export type { LockErrorPayload } from '../errors/lock-error-payload.js';

@@ -1,6 +1,6 @@
 import { GraphQLError } from 'graphql';
 import type { RedlockErrorCode } from '../core/base/errors.js';
-import { lockErrorPayload } from '../lock-error-payload.js';
+import { lockErrorPayload } from '../errors/lock-error-payload.js';
 
 /** `extensions.code` by the lock error's code, in the vocabulary GraphQL servers use for HTTP's 409, 503 and 400. */
 const GRAPHQL_CODES: Partial<Record<RedlockErrorCode, string>> = {

@@ -1,2 +1,2 @@
 export { lockRpcException } from './lock-rpc-exception.js';
-export type { LockErrorPayload } from '../lock-error-payload.js';
+export type { LockErrorPayload } from '../errors/lock-error-payload.js';

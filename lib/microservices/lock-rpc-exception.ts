@@ -1,5 +1,5 @@
 import { RpcException } from '@nestjs/microservices';
-import { lockErrorPayload } from '../lock-error-payload.js';
+import { lockErrorPayload } from '../errors/lock-error-payload.js';
 
 /**
  * The microservices answer to a lock error (held elsewhere, too few masters, lost, or a key the

@@ -7,7 +7,7 @@ import { RedisConnections } from '../redis-connections.js';
 import { REDLOCK_MODULE_OPTIONS, REDLOCK_SETTINGS } from '../redlock.constants.js';
 import { RedlockExplorer } from '../redlock.explorer.js';
 import type { RedlockModuleOptions } from '../redlock.interfaces.js';
-import { RedlockConfigError } from '../redlock-config.error.js';
+import { RedlockConfigError } from '../errors/redlock-config.error.js';
 import { RedlockService } from '../redlock.service.js';
 import { IN_MEMORY_MASTER, InMemoryRedlock } from './in-memory-redlock.js';
 import type { RedlockTestingModuleOptions } from './redlock-testing.interfaces.js';

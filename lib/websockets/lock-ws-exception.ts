@@ -1,5 +1,5 @@
 import { WsException } from '@nestjs/websockets';
-import { lockErrorPayload } from '../lock-error-payload.js';
+import { lockErrorPayload } from '../errors/lock-error-payload.js';
 
 /**
  * The websockets answer to a lock error (held elsewhere, too few masters, lost, or a key the

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { InvalidArgumentError } from '../../lib/core/base/errors.js';
 import { compileLockKey, type KeySite } from '../../lib/lock-key.js';
-import { RedlockConfigError } from '../../lib/redlock-config.error.js';
+import { RedlockConfigError } from '../../lib/errors/redlock-config.error.js';
 
 // Key templates are compiled once at bootstrap and resolved on every call; these tests pin
 // both halves without Nest or Redis.

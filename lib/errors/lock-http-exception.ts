@@ -1,6 +1,6 @@
 import type { HttpException } from '@nestjs/common';
 import type { HttpAdapterHost } from '@nestjs/core';
-import { LockHeldError, LockLostError, QuorumUnreachableError, type RedlockError } from './core/base/errors.js';
+import { LockHeldError, LockLostError, QuorumUnreachableError, type RedlockError } from '../core/base/errors.js';
 import { LockConflictException } from './lock-conflict.exception.js';
 import { LockUnavailableException } from './lock-unavailable.exception.js';
 

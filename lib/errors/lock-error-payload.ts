@@ -1,4 +1,4 @@
-import { RedlockError, type RedlockErrorCode } from './core/base/errors.js';
+import { RedlockError, type RedlockErrorCode } from '../core/base/errors.js';
 import { lockHttpException } from './lock-http-exception.js';
 import { LockKeyArgumentError } from './lock-key-argument.error.js';
 

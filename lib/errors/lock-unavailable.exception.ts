@@ -1,5 +1,5 @@
 import { HttpException, HttpStatus } from '@nestjs/common';
-import type { LockLostError, QuorumUnreachableError } from './core/base/errors.js';
+import type { LockLostError, QuorumUnreachableError } from '../core/base/errors.js';
 
 /**
  * 503 Service Unavailable: too few Redis masters answered to take the lock, or the lock was lost

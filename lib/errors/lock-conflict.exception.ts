@@ -1,5 +1,5 @@
 import { HttpException, HttpStatus } from '@nestjs/common';
-import type { LockHeldError } from './core/base/errors.js';
+import type { LockHeldError } from '../core/base/errors.js';
 
 /**
  * 409 Conflict: the resource is locked by another operation (fail-fast policy, or the wait ran

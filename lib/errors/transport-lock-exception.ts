@@ -1,4 +1,4 @@
-import type { HandlerTransport } from './handler-args.js';
+import type { HandlerTransport } from '../handler-args.js';
 
 type LockExceptionOf = (error: unknown) => unknown;
 
@@ -9,9 +9,9 @@ type LockExceptionOf = (error: unknown) => unknown;
  * these imports into `require`s of the subpath that run only when called.
  */
 const LOADERS: Readonly<Record<Exclude<HandlerTransport, 'http'>, () => Promise<LockExceptionOf>>> = {
-  rpc: async () => (await import('./microservices/index.js')).lockRpcException,
-  ws: async () => (await import('./websockets/index.js')).lockWsException,
-  graphql: async () => (await import('./graphql/index.js')).lockGraphQLError,
+  rpc: async () => (await import('../microservices/index.js')).lockRpcException,
+  ws: async () => (await import('../websockets/index.js')).lockWsException,
+  graphql: async () => (await import('../graphql/index.js')).lockGraphQLError,
 };
 
 const loaded = new Map<string, Promise<LockExceptionOf>>();

@@ -1,4 +1,4 @@
-import { InvalidArgumentError } from './core/base/errors.js';
+import { InvalidArgumentError } from '../core/base/errors.js';
 
 const EXPECTED = 'expected a string, a number, a bigint, a boolean or an object with its own toString()';
 
