@@ -1,6 +1,6 @@
 export * from './core/index.js';
 export { RedlockModule } from './redlock.module.js';
-export { REDLOCK_ASYNC_OPTIONS_TYPE, REDLOCK_OPTIONS_TYPE } from './redlock.module-definition.js';
+export { REDLOCK_ASYNC_OPTIONS_TYPE, REDLOCK_OPTIONS_TYPE, type RedlockModuleExtras } from './redlock.module-definition.js';
 export { RedlockService } from './redlock.service.js';
 export { WithLock } from './with-lock.decorator.js';
 export { RedlockInterceptor } from './redlock.interceptor.js';
@@ -23,7 +23,6 @@ export type {
   LockKeyFunction,
   OnLocked,
   RedlockErrorMapper,
-  RedlockModuleExtras,
   RedlockModuleOptions,
   RedlockNode,
   RedlockOptionsFactory,

@@ -1,9 +1,8 @@
-import type { ExecutionContext, Type } from '@nestjs/common';
+import type { ExecutionContext } from '@nestjs/common';
 import type { Cluster, Redis, RedisOptions } from 'ioredis';
 import type { RedlockError } from './core/base/errors.js';
 import type { RedlockOptions } from './core/lock/redlock-options.js';
 import type { LockMode } from './core/lock/lock-kind.js';
-import type { RedlockInterceptor } from './redlock.interceptor.js';
 
 /**
  * What a decorated call does when another owner holds the lock: `wait` retries until the
@@ -83,15 +82,4 @@ export interface RedlockModuleOptions extends RedlockOptions {
 /** Implemented by a class given to `forRootAsync({ useClass })` or `useExisting`. */
 export interface RedlockOptionsFactory {
   createRedlockOptions(): RedlockModuleOptions | Promise<RedlockModuleOptions>;
-}
-
-/** Module-definition options beside the Redlock options themselves. */
-export interface RedlockModuleExtras {
-  /** Register the module globally, so `RedlockService` can be injected anywhere. Default false. */
-  isGlobal?: boolean;
-  /**
-   * The interceptor registered for decorated controller handlers: a subclass of
-   * `RedlockInterceptor` that overrides `toHttpException`, for example. Default `RedlockInterceptor`.
-   */
-  interceptor?: Type<RedlockInterceptor>;
 }

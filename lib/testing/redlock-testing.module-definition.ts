@@ -1,7 +1,6 @@
 import { ConfigurableModuleBuilder } from '@nestjs/common';
 import { REDLOCK_MODULE_OPTIONS } from '../redlock.constants.js';
-import type { RedlockModuleExtras } from '../redlock.interfaces.js';
-import { applyRedlockExtras } from '../redlock.module-definition.js';
+import { applyRedlockExtras, type RedlockModuleExtras } from '../redlock.module-definition.js';
 import type { RedlockTestingModuleOptions } from './redlock-testing.interfaces.js';
 
 // The same token, method names and extras as RedlockModule's: a registration of one is a
