@@ -3,8 +3,8 @@
 // from the built declarations (run `npm run build` first).
 //
 //   node api/extract.mjs           fails when the public surface differs from api/*.api.md, or
-//                                  when API Extractor warns (a referenced type left unexported,
-//                                  an exported name without TSDoc, malformed TSDoc)
+//                                  when API Extractor warns (malformed TSDoc, say), or when an
+//                                  exported name has no TSDoc comment
 //   node api/extract.mjs --update  rewrites api/*.api.md to the current surface
 //
 // A change to the public API is therefore a change to a committed file, visible in review.
@@ -54,8 +54,14 @@ for (const [subpath, conditions] of entries) {
     },
   });
   const label = `${pkg.name}${subpath.slice(1)}`;
-  if (result.succeeded) {
+  // API Extractor marks what has no doc comment in the report; an exported name must have one.
+  const report = readFileSync(join(update ? config.reportFolder : config.reportTempFolder, reportName(subpath)), 'utf8');
+  const undocumented = [...report.matchAll(/^\/\/ @public \(undocumented\)\n(?:export )?(?:declare )?(?:abstract )?\w+ (\w+)/gm)].map((m) => m[1]);
+  if (undocumented.length > 0) console.error(`${label}: exported without a TSDoc comment: ${undocumented.join(', ')}`);
+  if (result.succeeded && undocumented.length === 0) {
     console.log(`${label}: ${update && result.apiReportChanged ? 'report updated' : 'matches its report'}`);
+  } else if (result.succeeded) {
+    failed++;
   } else {
     failed++;
     console.error(`${label}: ${result.errorCount} error(s), ${result.warningCount} warning(s)`);
@@ -69,8 +75,8 @@ for (const [subpath, conditions] of entries) {
 }
 if (failed > 0) {
   console.error(
-    `${failed} of ${entries.length} entry points differ from api/*.api.md or have warnings. If the API change is ` +
-      'intended, run `npm run api:update` and commit the reports with it.',
+    `${failed} of ${entries.length} entry points differ from api/*.api.md, have warnings or undocumented names. ` +
+      'If the API change is intended, run `npm run api:update` and commit the reports with it.',
   );
   process.exitCode = 1;
 }

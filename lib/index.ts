@@ -1,22 +1,21 @@
-export * from './core/index.js';
+// The root entry: the Nest module and what a Nest app touches. Every name here is a promise to
+// keep (api/nestjs-redlock.api.md lists them); the module's own machinery (explorer, planner,
+// connections, settings) stays internal. The engine's public names come through its own entry,
+// so `nestjs-redlock` and `nestjs-redlock/core` name the same classes.
 export { RedlockModule } from './redlock.module.js';
-export { REDLOCK_ASYNC_OPTIONS_TYPE, REDLOCK_OPTIONS_TYPE, type RedlockModuleExtras } from './redlock.module-definition.js';
+export type { RedlockModuleAsyncOptions, RedlockModuleExtras } from './redlock.module-definition.js';
 export { RedlockService } from './redlock.service.js';
 export { WithLock } from './with-lock.decorator.js';
 export { RedlockInterceptor } from './redlock.interceptor.js';
-export { RedlockExplorer } from './redlock.explorer.js';
-export { LockPlanner, type LockPlan } from './lock-plan.js';
+export { RedlockExceptionFilter } from './redlock-exception.filter.js';
 export { LockConflictException } from './errors/lock-conflict.exception.js';
 export { LockUnavailableException } from './errors/lock-unavailable.exception.js';
-export { RedlockExceptionFilter } from './redlock-exception.filter.js';
 export { lockHttpException } from './errors/lock-http-exception.js';
 export { LockKeyArgumentError } from './errors/lock-key-argument.error.js';
 export { LockKeyBadRequestException } from './errors/lock-key-bad-request.exception.js';
 export { lockErrorPayload, type LockErrorPayload } from './errors/lock-error-payload.js';
 export { RedlockConfigError } from './errors/redlock-config.error.js';
-export { RedisConnections } from './redis-connections.js';
-export { DEFAULT_TTL_MS, REDLOCK_MODULE_OPTIONS, WITH_LOCK } from './redlock.constants.js';
-export type { RedlockSettings } from './module-settings.js';
+export { DEFAULT_TTL_MS } from './redlock.constants.js';
 export type {
   DefaultWait,
   LockKey,
@@ -26,6 +25,47 @@ export type {
   RedlockModuleOptions,
   RedlockNode,
   RedlockOptionsFactory,
-  WithLockMetadata,
   WithLockOptions,
 } from './redlock.interfaces.js';
+export {
+  AcquireAbortedError,
+  ExtensionLimitError,
+  InvalidArgumentError,
+  Lock,
+  LockHeldError,
+  LockKindMismatchError,
+  LockLostError,
+  LockSession,
+  LockUpgradeError,
+  MAX_TTL_MS,
+  QuorumUnreachableError,
+  Redlock,
+  RedlockError,
+  type AcquireObserver,
+  type AcquireOptions,
+  type AcquireOutcome,
+  type CallObserver,
+  type CallOutcome,
+  type DuplicateKind,
+  type DuplicateMaster,
+  type ExtensionOutcome,
+  type LockedRoutine,
+  type LockMode,
+  type LostReason,
+  type MasterAddress,
+  type MasterFailure,
+  type MasterHealth,
+  type MasterOperation,
+  type MastersHealth,
+  type NodeOutcome,
+  type NodeStatus,
+  type QuarantineNotice,
+  type RedlockEngine,
+  type RedlockErrorCode,
+  type RedlockInstrumentation,
+  type RedlockLogger,
+  type RedlockOptions,
+  type ReleaseResult,
+  type UsingOptions,
+  type WaitOptions,
+} from './core/index.js';

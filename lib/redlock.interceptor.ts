@@ -39,18 +39,21 @@ const TRANSPORTS: ReadonlySet<string> = new Set<HandlerTransport>(['http', 'rpc'
  * set the `errorMapper` option, or subclass and override `toHttpException` or
  * `toTransportException` and register the subclass with
  * `RedlockModule.forRoot({ ..., interceptor: MyInterceptor })`.
+ *
+ * Its dependencies are injected into properties, not the constructor, so a subclass can have a
+ * constructor of its own for what it needs (`constructor(private readonly metrics: Metrics) { super(); }`)
+ * and the module's internals stay out of its signature.
  */
 @Injectable()
 export class RedlockInterceptor implements NestInterceptor {
+  /** The engine the module's locks are taken with (under `RedlockTestingModule`, the in-memory one). */
+  @Inject(Redlock) protected readonly redlock!: RedlockEngine;
+  /** Present when the app serves HTTP: sets `Retry-After` on Express and Fastify alike. */
+  @Optional() @Inject(HttpAdapterHost) protected readonly adapterHost?: HttpAdapterHost;
+  @Inject(LockPlanner) private readonly planner!: LockPlanner;
+  @Inject(Reflector) private readonly reflector!: Reflector;
+  @Inject(REDLOCK_SETTINGS) private readonly settings!: RedlockSettings;
   readonly #handlerArgs = new WeakMap<Function, HandlerArgs>();
-
-  constructor(
-    @Inject(Redlock) protected readonly redlock: RedlockEngine,
-    protected readonly planner: LockPlanner,
-    protected readonly reflector: Reflector,
-    @Inject(REDLOCK_SETTINGS) protected readonly settings: RedlockSettings,
-    @Optional() protected readonly adapterHost?: HttpAdapterHost,
-  ) {}
 
   intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
     const handler = context.getHandler();

@@ -24,6 +24,7 @@ export type LockKeyFunction = (...args: any[]) => string | readonly string[];
  */
 export type LockKey = string | readonly string[] | LockKeyFunction;
 
+/** How `@WithLock` takes its lock: ttl, wait policy, auto-extension, and the kind of lock. */
 export interface WithLockOptions {
   /** Lock ttl in ms. Default: the module's `defaultTtlMs`. */
   ttlMs?: number;
@@ -61,6 +62,11 @@ export type RedlockErrorMapper = (error: RedlockError, context: ExecutionContext
 /** One voter: a `redis://` or `rediss://` URL, ioredis options, or a client you own (a Redis Cluster client counts as one voter). */
 export type RedlockNode = string | RedisOptions | Redis | Cluster;
 
+/**
+ * The options of `RedlockModule.forRoot` (or what `forRootAsync`'s factory returns): the Redis
+ * masters, the defaults of `@WithLock` and `RedlockService`, and every option of the engine
+ * (`RedlockOptions`).
+ */
 export interface RedlockModuleOptions extends RedlockOptions {
   /**
    * The independent Redis masters (an odd number, typically 3 or 5). Connections made from

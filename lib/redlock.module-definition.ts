@@ -1,4 +1,4 @@
-import { ConfigurableModuleBuilder, type DynamicModule, type Type } from '@nestjs/common';
+import { ConfigurableModuleBuilder, type ConfigurableModuleAsyncOptions, type DynamicModule, type Type } from '@nestjs/common';
 import { APP_INTERCEPTOR } from '@nestjs/core';
 import { REDLOCK_MODULE_OPTIONS } from './redlock.constants.js';
 import { RedlockInterceptor } from './redlock.interceptor.js';
@@ -20,6 +20,15 @@ export interface RedlockModuleExtras {
   interceptor?: Type<RedlockInterceptor>;
 }
 
+/**
+ * What `RedlockModule.forRootAsync` takes: where the options come from (`useFactory` with
+ * `inject`, `useClass`, or `useExisting` of a `RedlockOptionsFactory`, plus `imports`), and the
+ * registration's own `isGlobal` and `interceptor`.
+ */
+export interface RedlockModuleAsyncOptions
+  extends ConfigurableModuleAsyncOptions<RedlockModuleOptions, 'createRedlockOptions'>,
+    RedlockModuleExtras {}
+
 /** What `isGlobal` and `interceptor` do to a registration (of RedlockModule, or RedlockTestingModule). */
 export function applyRedlockExtras(definition: DynamicModule, extras: RedlockModuleExtras): DynamicModule {
   return {
@@ -33,11 +42,11 @@ export function applyRedlockExtras(definition: DynamicModule, extras: RedlockMod
   };
 }
 
-export const {
-  ConfigurableModuleClass: ConfigurableRedlockModule,
-  OPTIONS_TYPE: REDLOCK_OPTIONS_TYPE,
-  ASYNC_OPTIONS_TYPE: REDLOCK_ASYNC_OPTIONS_TYPE,
-} = new ConfigurableModuleBuilder<RedlockModuleOptions>({ optionsInjectionToken: REDLOCK_MODULE_OPTIONS })
+/**
+ * Builds RedlockModule's `forRoot` and `forRootAsync`. RedlockModule calls it rather than
+ * extending it, so the published class names only public types.
+ */
+export const { ConfigurableModuleClass: ConfigurableRedlockModule } = new ConfigurableModuleBuilder<RedlockModuleOptions>({ optionsInjectionToken: REDLOCK_MODULE_OPTIONS })
   .setClassMethodName('forRoot')
   .setFactoryMethodName('createRedlockOptions')
   .setExtras<RedlockModuleExtras>({ isGlobal: false, interceptor: undefined }, applyRedlockExtras)

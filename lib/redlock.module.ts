@@ -1,4 +1,4 @@
-import { Logger, Module } from '@nestjs/common';
+import { type DynamicModule, Logger, Module } from '@nestjs/common';
 import { DiscoveryModule } from '@nestjs/core';
 import { describeMasters } from './core/voters/master-health.js';
 import { Redlock } from './core/redlock.js';
@@ -8,7 +8,7 @@ import { RedisConnections } from './redis-connections.js';
 import { REDLOCK_MODULE_OPTIONS, REDLOCK_SETTINGS } from './redlock.constants.js';
 import { RedlockExplorer } from './redlock.explorer.js';
 import type { RedlockModuleOptions } from './redlock.interfaces.js';
-import { ConfigurableRedlockModule } from './redlock.module-definition.js';
+import { ConfigurableRedlockModule, type RedlockModuleAsyncOptions, type RedlockModuleExtras } from './redlock.module-definition.js';
 import { RedlockConfigError } from './errors/redlock-config.error.js';
 import { RedlockService } from './redlock.service.js';
 
@@ -79,4 +79,14 @@ async function announceAvailability(engine: Redlock): Promise<void> {
   ],
   exports: [RedlockService, Redlock],
 })
-export class RedlockModule extends ConfigurableRedlockModule {}
+export class RedlockModule {
+  /** Registers the module with options known when the app module is declared. */
+  static forRoot(options: RedlockModuleOptions & RedlockModuleExtras): DynamicModule {
+    return { ...ConfigurableRedlockModule.forRoot(options), module: RedlockModule };
+  }
+
+  /** Registers the module with options made by a factory, a class or an existing provider, with injection. */
+  static forRootAsync(options: RedlockModuleAsyncOptions): DynamicModule {
+    return { ...ConfigurableRedlockModule.forRootAsync(options), module: RedlockModule };
+  }
+}

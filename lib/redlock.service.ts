@@ -3,11 +3,8 @@ import type { Lock } from './core/lock/lock.js';
 import { currentScope, type LockSession } from './core/acquire/lock-session.js';
 import { Redlock, type AcquireOptions, type LockedRoutine, type UsingOptions } from './core/redlock.js';
 import type { RedlockEngine } from './core/redlock-engine.js';
-import type { RedlockSettings } from './module-settings.js';
 import { RedisConnections } from './redis-connections.js';
 import { REDLOCK_SETTINGS } from './redlock.constants.js';
-
-type Resources = string | readonly string[];
 
 /**
  * Locks for code that takes them itself. Every ttl is optional (default: the module's
@@ -17,11 +14,14 @@ type Resources = string | readonly string[];
  */
 @Injectable()
 export class RedlockService implements OnApplicationShutdown {
+  /** @internal Nest constructs it: inject `RedlockService` where locks are needed. */
   constructor(
     // Injected by the Redlock class; RedlockTestingModule provides its in-memory engine under it.
     @Inject(Redlock) private readonly engine: RedlockEngine,
-    private readonly connections: RedisConnections,
-    @Inject(REDLOCK_SETTINGS) private readonly settings: RedlockSettings,
+    // Typed by what the service uses of them: the module's connection holder and settings are
+    // internal, and the published constructor must not name them.
+    @Inject(RedisConnections) private readonly connections: { close(): Promise<void> },
+    @Inject(REDLOCK_SETTINGS) private readonly settings: { readonly defaultTtlMs: number },
   ) {}
 
   /**
@@ -34,7 +34,7 @@ export class RedlockService implements OnApplicationShutdown {
   }
 
   /** Acquires the lock, waiting per the options while another owner holds it. Release it yourself. */
-  acquire(resources: Resources, ttlMs: number = this.settings.defaultTtlMs, options?: AcquireOptions): Promise<Lock> {
+  acquire(resources: string | readonly string[], ttlMs: number = this.settings.defaultTtlMs, options?: AcquireOptions): Promise<Lock> {
     return this.engine.acquire(resources, ttlMs, options);
   }
 
@@ -43,7 +43,7 @@ export class RedlockService implements OnApplicationShutdown {
    * for `acquire` (a reader; a permit of a semaphore).
    */
   tryAcquire(
-    resources: Resources,
+    resources: string | readonly string[],
     ttlMs: number = this.settings.defaultTtlMs,
     options?: Pick<AcquireOptions, 'fencing' | 'mode' | 'limit'>,
   ): Promise<Lock | null> {
@@ -54,10 +54,10 @@ export class RedlockService implements OnApplicationShutdown {
    * Runs `routine` holding the lock, extending it while it runs (the signal aborts if it is
    * lost) and releasing it afterwards, whatever happens.
    */
-  using<T>(resources: Resources, routine: LockedRoutine<T>, options?: UsingOptions): Promise<T>;
-  using<T>(resources: Resources, ttlMs: number, routine: LockedRoutine<T>, options?: UsingOptions): Promise<T>;
+  using<T>(resources: string | readonly string[], routine: LockedRoutine<T>, options?: UsingOptions): Promise<T>;
+  using<T>(resources: string | readonly string[], ttlMs: number, routine: LockedRoutine<T>, options?: UsingOptions): Promise<T>;
   using<T>(
-    resources: Resources,
+    resources: string | readonly string[],
     ttlOrRoutine: number | LockedRoutine<T>,
     routineOrOptions?: LockedRoutine<T> | UsingOptions,
     options?: UsingOptions,
@@ -72,7 +72,7 @@ export class RedlockService implements OnApplicationShutdown {
    * Acquires (or re-enters) for work that is not one promise; run it with `session.run()` and
    * always call `session.exit()` when it ends.
    */
-  enter(resources: Resources, ttlMs: number = this.settings.defaultTtlMs, options?: UsingOptions): Promise<LockSession> {
+  enter(resources: string | readonly string[], ttlMs: number = this.settings.defaultTtlMs, options?: UsingOptions): Promise<LockSession> {
     return this.engine.enter(resources, ttlMs, options);
   }
 

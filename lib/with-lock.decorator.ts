@@ -10,10 +10,10 @@ import type { LockKey, WithLockMetadata, WithLockOptions } from './redlock.inter
  * The decorator itself only records metadata on the method, like `SetMetadata`, so its order
  * among `@Get()`, `@UseGuards()` or any other decorator does not matter.
  *
- * @param key a template such as `'order:{0}'` or `'user:{1.user.id}'` (`{N}`: argument N of
+ * @param key - a template such as `'order:{0}'` or `'user:{1.user.id}'` (`{N}`: argument N of
  *   the method, on a handler its Nth parameter as its parameter decorator gives it; then an
  *   optional property path), an array of them, or a function of the arguments.
- * @param ttlOrOptions the ttl in ms, or options.
+ * @param ttlOrOptions - the ttl in ms, or options.
  */
 export function WithLock(key: LockKey, ttlOrOptions?: number | WithLockOptions): MethodDecorator {
   // Anything but options (an object) or nothing is taken as the ttl, and checked as one at bootstrap:

@@ -2,8 +2,7 @@ export { Redlock, type AcquireOptions, type UsingOptions, type LockedRoutine } f
 export type { LockMode } from './lock/lock-kind.js';
 export type { RedlockEngine } from './redlock-engine.js';
 export { Lock, type ReleaseResult } from './lock/lock.js';
-export { autoExtend } from './acquire/auto-extender.js';
-export { currentScope, LockSession, type LockScope } from './acquire/lock-session.js';
+export { LockSession } from './acquire/lock-session.js';
 export type { NodeOutcome, NodeStatus } from './base/node-outcome.js';
 export type {
   AcquireObserver,
@@ -34,4 +33,3 @@ export {
 export type { QuarantineNotice } from './voters/restart-quarantine.js';
 export type { DuplicateKind, DuplicateMaster } from './voters/voter-admission.js';
 export type { MasterHealth, MastersHealth } from './voters/master-health.js';
-export { nextFence } from './base/fence.js';

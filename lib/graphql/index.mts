@@ -1,2 +1,6 @@
 // The ESM entry of `nestjs-redlock/graphql`: the CommonJS build, re-exported (see ../index.mts).
-export * from './index.js';
+export {
+  lockGraphQLError,
+  type LockErrorPayload,
+  type RedlockErrorCode,
+} from './index.js';

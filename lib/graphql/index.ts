@@ -1,2 +1,3 @@
 export { lockGraphQLError } from './lock-graphql-error.js';
 export type { LockErrorPayload } from '../errors/lock-error-payload.js';
+export type { RedlockErrorCode } from '../core/index.js';

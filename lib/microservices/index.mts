@@ -1,2 +1,6 @@
 // The ESM entry of `nestjs-redlock/microservices`: the CommonJS build, re-exported (see ../index.mts).
-export * from './index.js';
+export {
+  lockRpcException,
+  type LockErrorPayload,
+  type RedlockErrorCode,
+} from './index.js';

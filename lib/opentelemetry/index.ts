@@ -1,5 +1,31 @@
 export { RedlockTelemetry, type RedlockTelemetryOptions } from './redlock-telemetry.js';
-export * from './telemetry.constants.js';
+export {
+  ATTR_CODE_FUNCTION_NAME,
+  ATTR_ERROR_TYPE,
+  ATTR_REDLOCK_ACQUIRE_GRANTED,
+  ATTR_REDLOCK_ACQUIRE_ROUNDS,
+  ATTR_REDLOCK_LOST_REASON,
+  ATTR_REDLOCK_OPERATION,
+  ATTR_REDLOCK_OUTCOME,
+  ATTR_REDLOCK_RESOURCES,
+  ATTR_SERVER_ADDRESS,
+  ATTR_SERVER_PORT,
+  HOLD_BUCKETS_S,
+  INSTRUMENTATION_SCOPE,
+  LATENCY_BUCKETS_S,
+  METRIC_ACQUIRE_DURATION,
+  METRIC_CALL_DURATION,
+  METRIC_EXTENSIONS,
+  METRIC_LOCK_COUNT,
+  METRIC_LOCK_DURATION,
+  METRIC_LOST_LOCKS,
+  METRIC_MASTER_ERRORS,
+  METRIC_WAIT_DURATION,
+  METRIC_WAITER_COUNT,
+  SPAN_ACQUIRE,
+  SPAN_CALL_PREFIX,
+} from './telemetry.constants.js';
+// The hooks RedlockTelemetry implements, for instrumentation of one's own beside it.
 export type {
   AcquireObserver,
   AcquireOutcome,
@@ -11,4 +37,4 @@ export type {
   MasterFailure,
   MasterOperation,
   RedlockInstrumentation,
-} from '../core/lock/instrumentation.js';
+} from '../core/index.js';

@@ -1,6 +1,8 @@
 import { context, metrics, trace, type MeterProvider, type TracerProvider } from '@opentelemetry/api';
 import { InvalidArgumentError } from '../core/base/errors.js';
 import type {
+  AcquireObserver,
+  CallObserver,
   ExtensionOutcome,
   LostReason,
   MasterAddress,
@@ -15,6 +17,7 @@ import { seconds } from './telemetry-values.js';
 import { TracedAcquire } from './traced-acquire.js';
 import { TracedCall } from './traced-call.js';
 
+/** Where `RedlockTelemetry` reports, and how much it says about the resources locked. */
 export interface RedlockTelemetryOptions {
   /**
    * Where the metrics go. Default: the global MeterProvider (`metrics.getMeterProvider()`), as
@@ -78,7 +81,8 @@ export class RedlockTelemetry implements RedlockInstrumentation {
     this.#requireParentSpan = requireParentSpan;
   }
 
-  acquireStarted(resources: readonly string[]): TracedAcquire {
+  /** Starts the acquire call's span (when it has a parent, or `requireParentSpan` is false) and its timers. */
+  acquireStarted(resources: readonly string[]): AcquireObserver {
     const instruments = this.#use();
     const reported = instruments.resources(resources);
     const span =
@@ -114,7 +118,8 @@ export class RedlockTelemetry implements RedlockInstrumentation {
     instruments.masterErrors.add(1, instruments.master(master, failure, operation));
   }
 
-  callStarted(site: string): TracedCall {
+  /** Starts the `@WithLock` call's span (`WithLock Class.method`) and timer. */
+  callStarted(site: string): CallObserver {
     return new TracedCall(this.#use(), site);
   }
 

@@ -1,6 +1,6 @@
 /**
  * The names RedlockTelemetry reports under, for dashboards, alerts and Views. Durations are in
- * seconds (unit `s`), counts in `{lock}`, `{waiter}`, ..., as OpenTelemetry's conventions ask.
+ * seconds (unit `s`), counts in `{lock}`, `{waiter}` and the like, as OpenTelemetry's conventions ask.
  */
 
 /** The instrumentation scope of the meter and the tracer. */
@@ -12,15 +12,15 @@ export const METRIC_ACQUIRE_DURATION = 'redlock.acquire.duration';
 export const METRIC_WAIT_DURATION = 'redlock.wait.duration';
 /** Histogram, s: how long a lock was held, from acquired to released or lost (no outcome: `redlock.lost_locks` counts the lost). */
 export const METRIC_LOCK_DURATION = 'redlock.lock.duration';
-/** UpDownCounter (observed at collection), {lock}: locks this process holds now. */
+/** UpDownCounter (observed at collection), `{lock}`: locks this process holds now. */
 export const METRIC_LOCK_COUNT = 'redlock.lock.count';
-/** UpDownCounter (observed at collection), {waiter}: acquire calls of this process waiting now. */
+/** UpDownCounter (observed at collection), `{waiter}`: acquire calls of this process waiting now. */
 export const METRIC_WAITER_COUNT = 'redlock.waiter.count';
-/** Counter, {lock}: held locks that were lost; `redlock.lost.reason`. */
+/** Counter, `{lock}`: held locks that were lost; `redlock.lost.reason`. */
 export const METRIC_LOST_LOCKS = 'redlock.lost_locks';
-/** Counter, {extension}: extension attempts; `redlock.outcome` = extended | lost | unreachable | limit. */
+/** Counter, `{extension}`: extension attempts; `redlock.outcome` = extended | lost | unreachable | limit. */
 export const METRIC_EXTENSIONS = 'redlock.extensions';
-/** Counter, {error}: requests to one master that failed or timed out; `server.address`, `server.port`, `error.type`, `redlock.operation`. */
+/** Counter, `{error}`: requests to one master that failed or timed out; `server.address`, `server.port`, `error.type`, `redlock.operation`. */
 export const METRIC_MASTER_ERRORS = 'redlock.master.errors';
 /** Histogram, s: one `@WithLock` call, lock and method together; `code.function.name`, `redlock.outcome`. */
 export const METRIC_CALL_DURATION = 'redlock.call.duration';
@@ -37,14 +37,18 @@ export const ATTR_REDLOCK_RESOURCES = 'redlock.resources';
 export const ATTR_REDLOCK_ACQUIRE_ROUNDS = 'redlock.acquire.rounds';
 /** Span: masters that had granted the acquire call's last round when it was decided (a quorum, on success; stragglers answer later). */
 export const ATTR_REDLOCK_ACQUIRE_GRANTED = 'redlock.acquire.granted';
-/** Semantic-convention attributes. */
+/** Semantic-convention attribute: the failed master's host (on `redlock.master.errors`). */
 export const ATTR_SERVER_ADDRESS = 'server.address';
+/** Semantic-convention attribute: the failed master's port (on `redlock.master.errors`). */
 export const ATTR_SERVER_PORT = 'server.port';
+/** Semantic-convention attribute: on `redlock.master.errors`, `timeout` or `error`; on a failed span, the error's code (`LOCK_HELD`) or class name. */
 export const ATTR_ERROR_TYPE = 'error.type';
+/** Semantic-convention attribute: the decorated method, `Class.method` (on `@WithLock` calls). */
 export const ATTR_CODE_FUNCTION_NAME = 'code.function.name';
 
-/** Span names: `redlock.acquire`, and `WithLock <Class.method>` for a decorated call. */
+/** Span name of an acquire call. */
 export const SPAN_ACQUIRE = 'redlock.acquire';
+/** Span name of a decorated call: this prefix, then `Class.method`. */
 export const SPAN_CALL_PREFIX = 'WithLock ';
 
 /** Acquire and wait: from a sub-millisecond uncontended round to a long wait in line. */

@@ -1,2 +1,7 @@
 // The ESM entry of `nestjs-redlock/terminus`: the CommonJS build, re-exported (see ../index.mts).
-export * from './index.js';
+export {
+  RedlockHealthIndicator,
+  type MasterHealth,
+  type MastersHealth,
+  type RedlockHealthOptions,
+} from './index.js';

@@ -1,2 +1,2 @@
 export { RedlockHealthIndicator, type RedlockHealthOptions } from './redlock.health.js';
-export type { MasterHealth, MastersHealth } from '../core/voters/master-health.js';
+export type { MasterHealth, MastersHealth } from '../core/index.js';

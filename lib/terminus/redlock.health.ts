@@ -4,13 +4,14 @@ import { InvalidArgumentError } from '../core/base/errors.js';
 import { describeMasters, type MasterHealth } from '../core/voters/master-health.js';
 import { Redlock } from '../core/redlock.js';
 
+/** Options of `RedlockHealthIndicator.isHealthy`. */
 export interface RedlockHealthOptions {
   /** How long each master's PING may take, in ms. Default 1000. */
   timeoutMs?: number;
 }
 
 /**
- * A @nestjs/terminus health indicator: `up` while a quorum of masters can vote now, `down`
+ * A `@nestjs/terminus` health indicator: `up` while a quorum of masters can vote now, `down`
  * otherwise, with what each master looks like (reachable, round trip, restart quarantine and for
  * how long, last error; never credentials). It takes no lock and writes no key.
  *

@@ -31,6 +31,7 @@ const UNREACHABLE = 'unreachable (InMemoryRedlock.makeQuorumUnreachable)';
 /** As in the real engine: rounds that found too few masters are retried this often only, then fail fast. */
 const UNREACHABLE_RETRIES = 2;
 
+/** Options of `InMemoryRedlock.holdElsewhere`: how long the pretended other owner holds. */
 export interface HoldElsewhereOptions {
   /** The other owner's ttl: the key expires after it, as a crashed holder's would. Default: held until `releaseElsewhere`. */
   ttlMs?: number;

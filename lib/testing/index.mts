@@ -1,2 +1,10 @@
 // The ESM entry of `nestjs-redlock/testing`: the CommonJS build, re-exported (see ../index.mts).
-export * from './index.js';
+export {
+  IN_MEMORY_MASTER,
+  InMemoryRedlock,
+  RedlockTestingModule,
+  type HoldElsewhereOptions,
+  type RedlockEngine,
+  type RedlockTestingModuleAsyncOptions,
+  type RedlockTestingModuleOptions,
+} from './index.js';

@@ -1,4 +1,6 @@
+import type { ConfigurableModuleAsyncOptions } from '@nestjs/common';
 import type { RedlockModuleOptions } from '../redlock.interfaces.js';
+import type { RedlockModuleExtras } from '../redlock.module-definition.js';
 
 /**
  * `RedlockModule`'s options, every one optional: `defaultTtlMs`, `defaultWait`, `errorMapper` and
@@ -6,3 +8,11 @@ import type { RedlockModuleOptions } from '../redlock.interfaces.js';
  * same options object serves both modules) and is ignored: nothing connects.
  */
 export type RedlockTestingModuleOptions = Omit<RedlockModuleOptions, 'nodes'> & Partial<Pick<RedlockModuleOptions, 'nodes'>>;
+
+/**
+ * What `RedlockTestingModule.forRootAsync` takes: the same as `RedlockModule.forRootAsync`, the
+ * options it makes needing no `nodes`.
+ */
+export interface RedlockTestingModuleAsyncOptions
+  extends ConfigurableModuleAsyncOptions<RedlockTestingModuleOptions, 'createRedlockOptions'>,
+    RedlockModuleExtras {}

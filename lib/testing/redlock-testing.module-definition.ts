@@ -5,11 +5,9 @@ import type { RedlockTestingModuleOptions } from './redlock-testing.interfaces.j
 
 // The same token, method names and extras as RedlockModule's: a registration of one is a
 // registration of the other with the module's name changed.
-export const {
-  ConfigurableModuleClass: ConfigurableRedlockTestingModule,
-  OPTIONS_TYPE: REDLOCK_TESTING_OPTIONS_TYPE,
-  ASYNC_OPTIONS_TYPE: REDLOCK_TESTING_ASYNC_OPTIONS_TYPE,
-} = new ConfigurableModuleBuilder<RedlockTestingModuleOptions>({ optionsInjectionToken: REDLOCK_MODULE_OPTIONS })
+export const { ConfigurableModuleClass: ConfigurableRedlockTestingModule } = new ConfigurableModuleBuilder<RedlockTestingModuleOptions>({
+  optionsInjectionToken: REDLOCK_MODULE_OPTIONS,
+})
   .setClassMethodName('forRoot')
   .setFactoryMethodName('createRedlockOptions')
   .setExtras<RedlockModuleExtras>({ isGlobal: false, interceptor: undefined }, applyRedlockExtras)

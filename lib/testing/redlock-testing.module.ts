@@ -10,8 +10,9 @@ import type { RedlockModuleOptions } from '../redlock.interfaces.js';
 import { RedlockConfigError } from '../errors/redlock-config.error.js';
 import { RedlockService } from '../redlock.service.js';
 import { IN_MEMORY_MASTER, InMemoryRedlock } from './in-memory-redlock.js';
-import type { RedlockTestingModuleOptions } from './redlock-testing.interfaces.js';
-import { ConfigurableRedlockTestingModule, REDLOCK_TESTING_OPTIONS_TYPE } from './redlock-testing.module-definition.js';
+import type { RedlockTestingModuleAsyncOptions, RedlockTestingModuleOptions } from './redlock-testing.interfaces.js';
+import { ConfigurableRedlockTestingModule } from './redlock-testing.module-definition.js';
+import type { RedlockModuleExtras } from '../redlock.module-definition.js';
 
 /** RedlockModule's checks, so options that fail there fail here too; `nodes` aside, as nothing connects. */
 function resolveTestingSettings(options: RedlockTestingModuleOptions | undefined): RedlockSettings {
@@ -54,9 +55,14 @@ function resolveTestingSettings(options: RedlockTestingModuleOptions | undefined
   ],
   exports: [RedlockService, Redlock, InMemoryRedlock],
 })
-export class RedlockTestingModule extends ConfigurableRedlockTestingModule {
+export class RedlockTestingModule {
   /** Every option is optional here: `RedlockTestingModule.forRoot()` is a complete registration. */
-  static override forRoot(options: typeof REDLOCK_TESTING_OPTIONS_TYPE = {}): DynamicModule {
-    return super.forRoot(options);
+  static forRoot(options: RedlockTestingModuleOptions & RedlockModuleExtras = {}): DynamicModule {
+    return { ...ConfigurableRedlockTestingModule.forRoot(options), module: RedlockTestingModule };
+  }
+
+  /** As `RedlockModule.forRootAsync`, with the options made by a factory, a class or an existing provider. */
+  static forRootAsync(options: RedlockTestingModuleAsyncOptions): DynamicModule {
+    return { ...ConfigurableRedlockTestingModule.forRootAsync(options), module: RedlockTestingModule };
   }
 }

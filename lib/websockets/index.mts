@@ -1,2 +1,6 @@
 // The ESM entry of `nestjs-redlock/websockets`: the CommonJS build, re-exported (see ../index.mts).
-export * from './index.js';
+export {
+  lockWsException,
+  type LockErrorPayload,
+  type RedlockErrorCode,
+} from './index.js';

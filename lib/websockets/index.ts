@@ -1,2 +1,3 @@
 export { lockWsException } from './lock-ws-exception.js';
 export type { LockErrorPayload } from '../errors/lock-error-payload.js';
+export type { RedlockErrorCode } from '../core/index.js';

@@ -379,6 +379,19 @@ class LockedInterceptor extends RedlockInterceptor {
   }
 }
 
+/** Its own constructor, for its own dependencies: the base's are injected into properties. */
+@Injectable()
+class ConstructedInterceptor extends RedlockInterceptor {
+  constructor(private readonly locks: RedlockService) {
+    super();
+  }
+
+  protected override toHttpException(error: RedlockError, context: ExecutionContext): unknown {
+    if (error instanceof LockHeldError) return new HttpException({ busy: error.resources, injected: this.locks instanceof RedlockService }, 423);
+    return super.toHttpException(error, context);
+  }
+}
+
 describe('overriding the error mapping', () => {
   async function holdThenTry(url: string, id: string) {
     const holding = start(request(url).get(`/work/hold/${id}`));
@@ -401,6 +414,15 @@ describe('overriding the error mapping', () => {
     const res = await holdThenTry(url, '9');
     expect(res.status).toBe(423);
     expect(res.body).toEqual({ busy: ['work:9'] });
+  });
+
+  it('uses a subclass with a constructor of its own, the base still injected', async () => {
+    const url = await workApp({ interceptor: ConstructedInterceptor });
+    const res = await holdThenTry(url, '19');
+    expect(res.status).toBe(423);
+    expect(res.body).toEqual({ busy: ['work:19'], injected: true });
+    // Undecorated routes pass through, decorated ones lock: the base's planner and reflector are there.
+    expect((await request(url).get('/work/try/20')).status).toBe(200);
   });
 });
 

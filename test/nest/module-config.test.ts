@@ -4,7 +4,6 @@ import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import {
   DEFAULT_TTL_MS,
-  RedisConnections,
   RedlockConfigError,
   RedlockModule,
   type RedlockModuleOptions,
@@ -12,6 +11,7 @@ import {
   RedlockService,
   WithLock,
 } from '../../lib/index.js';
+import { RedisConnections } from '../../lib/redis-connections.js';
 import { freePort } from '../support/free-port.js';
 import { RedisFleet } from '../support/redis-fleet.js';
 import { closeAll, createApp, fleetOptions } from './nest-helpers.js';

@@ -8,13 +8,13 @@ import {
   InvalidArgumentError,
   LockHeldError,
   Redlock,
-  RedisConnections,
   RedlockConfigError,
   RedlockModule,
   RedlockService,
-  WITH_LOCK,
   WithLock,
 } from '../../lib/index.js';
+import { RedisConnections } from '../../lib/redis-connections.js';
+import { WITH_LOCK } from '../../lib/redlock.constants.js';
 import { RedisFleet } from '../support/redis-fleet.js';
 import {
   closeAll,

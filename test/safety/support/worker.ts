@@ -7,7 +7,8 @@
 import { once } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
-import { autoExtend, Redlock, RedlockError, type Lock, type QuarantineNotice } from '../../../lib/core/index.js';
+import { autoExtend } from '../../../lib/core/acquire/auto-extender.js';
+import { Redlock, RedlockError, type Lock, type QuarantineNotice } from '../../../lib/core/index.js';
 import { connectMasters, disconnectAll } from '../../support/masters.js';
 import { connectSafetyVoters } from './cluster-client.js';
 import { cycleShape, sharesResource, type CycleShape } from './cycle-shape.js';
