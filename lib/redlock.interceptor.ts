@@ -55,6 +55,7 @@ export class RedlockInterceptor implements NestInterceptor {
   @Inject(REDLOCK_SETTINGS) private readonly settings!: RedlockSettings;
   readonly #handlerArgs = new WeakMap<Function, HandlerArgs>();
 
+  /** Runs a `@WithLock` handler under its lock; any other handler as it is. */
   intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
     const handler = context.getHandler();
     if (!this.reflector.get(WITH_LOCK, handler)) return next.handle();

@@ -50,6 +50,7 @@ export interface WithLockMetadata {
 export interface DefaultWait {
   /** `skip` is not a default: a method skips only where it says so, or calls would vanish unnoticed. */
   onLocked?: Exclude<OnLocked, 'skip'>;
+  /** How long a `wait` method waits, in ms. Default: the engine's `waitTimeoutMs`. */
   waitTimeoutMs?: number;
 }
 

@@ -8,6 +8,7 @@ import type { LockHeldError } from '../core/base/errors.js';
  */
 export class LockConflictException extends HttpException {
   constructor(
+    /** The resources held elsewhere, as the lock named them. */
     readonly resources: readonly string[],
     /** Whole seconds, at least 1: when the current holder's lock expires at the latest, unless extended. */
     readonly retryAfterSeconds: number,
@@ -25,6 +26,7 @@ export class LockConflictException extends HttpException {
     );
   }
 
+  /** The 409 for a `LockHeldError`: its resources, and its `retryAfterMs` rounded up to whole seconds. */
   static fromError(error: LockHeldError): LockConflictException {
     const seconds = Math.max(1, Math.ceil((error.retryAfterMs ?? 0) / 1000));
     return new LockConflictException(error.resources, seconds, { cause: error });

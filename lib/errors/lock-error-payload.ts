@@ -8,11 +8,13 @@ import { LockKeyArgumentError } from './lock-key-argument.error.js';
  * websocket errors take (`status: 'error'`).
  */
 export interface LockErrorPayload {
+  /** Always `'error'`, as in the errors Nest's RPC and websocket layers send. */
   readonly status: 'error';
   /** The core error's stable code: `LOCK_HELD`, `QUORUM_UNREACHABLE`, `LOCK_LOST` or `INVALID_ARGUMENT`. */
   readonly code: RedlockErrorCode;
   /** For the client: names the resources, never the masters or the lock token. */
   readonly message: string;
+  /** The resources of the lock (absent for `INVALID_ARGUMENT`: no key could be formed). */
   readonly resources?: readonly string[];
   /**
    * When the lock may be had: the holder's remaining ttl (`LOCK_HELD`), or when restarted

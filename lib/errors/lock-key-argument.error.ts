@@ -21,6 +21,7 @@ export class LockKeyArgumentError extends InvalidArgumentError {
     readonly placeholder: string,
     /** Where the walk along the property path stopped, `{0}` when argument 0 itself was null. */
     readonly walked: string,
+    /** The key template the placeholder is in, `'order:{0.id}'`. */
     readonly template: string,
     /** `ClassName.methodName`. */
     readonly site: string,

@@ -16,6 +16,7 @@ export class LockKeyBadRequestException extends BadRequestException {
     super({ statusCode: HttpStatus.BAD_REQUEST, error: 'Bad Request', message, placeholder }, options);
   }
 
+  /** The 400 for a `LockKeyArgumentError`: its `publicMessage` and placeholder, never the class and method. */
   static fromError(error: LockKeyArgumentError): LockKeyBadRequestException {
     return new LockKeyBadRequestException(error.placeholder, error.publicMessage, { cause: error });
   }

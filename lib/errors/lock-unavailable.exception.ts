@@ -12,6 +12,7 @@ export class LockUnavailableException extends HttpException {
   readonly retryAfterSeconds: number | undefined;
 
   constructor(
+    /** The resources of the lock that could not be taken, or was lost. */
     readonly resources: readonly string[],
     options?: { cause?: unknown; message?: string; retryAfterSeconds?: number },
   ) {
@@ -28,6 +29,7 @@ export class LockUnavailableException extends HttpException {
     this.retryAfterSeconds = options?.retryAfterSeconds;
   }
 
+  /** The 503 for a `QuorumUnreachableError`, with `retryAfterSeconds` when the masters are in restart quarantine. */
   static fromError(error: QuorumUnreachableError): LockUnavailableException {
     if (error.retryAfterMs === undefined) return new LockUnavailableException(error.resources, { cause: error });
     const retryAfterSeconds = Math.max(1, Math.ceil(error.retryAfterMs / 1000));
@@ -37,6 +39,7 @@ export class LockUnavailableException extends HttpException {
     return new LockUnavailableException(error.resources, { cause: error, message, retryAfterSeconds });
   }
 
+  /** The 503 for a `LockLostError`: the lock was lost before the work finished. */
   static fromLost(error: LockLostError): LockUnavailableException {
     const message = `the lock on ${error.resources.join(', ')} was lost before the operation finished; retry`;
     return new LockUnavailableException(error.resources, { cause: error, message });

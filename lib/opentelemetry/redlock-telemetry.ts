@@ -93,26 +93,31 @@ export class RedlockTelemetry implements RedlockInstrumentation {
     return new TracedAcquire(instruments, reported, span);
   }
 
+  /** Counts the lock in `redlock.lock.count`. */
   lockHeld(lock: Lock): void {
     const instruments = this.#use();
     instruments.locks.add(1, instruments.resources(lock.resources));
   }
 
+  /** Records how long the lock was held (`redlock.lock.duration`). */
   lockReleased(lock: Lock, heldMs: number): void {
     this.#ended(lock, heldMs);
   }
 
+  /** Counts the loss by reason (`redlock.lost_locks`) and records how long the lock was held. */
   lockLost(lock: Lock, reason: LostReason, _error: unknown, heldMs: number): void {
     const instruments = this.#use();
     instruments.lostLocks.add(1, instruments.lostReason(reason, instruments.resources(lock.resources)));
     this.#ended(lock, heldMs);
   }
 
+  /** Counts the extension attempt by outcome (`redlock.extensions`). */
   extensionEnded(lock: Lock, outcome: ExtensionOutcome): void {
     const instruments = this.#use();
     instruments.extensions.add(1, instruments.outcome(outcome, instruments.resources(lock.resources)));
   }
 
+  /** Counts the failed request to one master (`redlock.master.errors`). */
   masterFailed(master: MasterAddress, failure: MasterFailure, operation: MasterOperation): void {
     const instruments = this.#use();
     instruments.masterErrors.add(1, instruments.master(master, failure, operation));

@@ -31,6 +31,10 @@ export class RedlockHealthIndicator {
     private readonly indicators: HealthIndicatorService,
   ) {}
 
+  /**
+   * PINGs every master (at most `timeoutMs` each) and reports under `key`: `up` while a quorum
+   * can vote, otherwise `down`, which terminus answers with 503.
+   */
   async isHealthy<const Key extends string = 'redlock'>(key: Key = 'redlock' as Key, options: RedlockHealthOptions = {}) {
     if (options === null || typeof options !== 'object') {
       throw new InvalidArgumentError('options', options, 'expected an object like { timeoutMs: 1000 }');
