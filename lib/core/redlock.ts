@@ -6,7 +6,7 @@ import { HeldLocks, type Acquisition } from './acquire/held-locks.js';
 import { Lock, startExtension, type LockEngine, type ReleaseResult } from './lock/lock.js';
 import type { MasterFailure, RoundOperation } from './lock/instrumentation.js';
 import { extensionOutcome, InstrumentationGuard } from './lock/instrumentation-guard.js';
-import { enterSession, LockSession, runInSession } from './acquire/lock-session.js';
+import { enterSession, LockSession, runInSession, type SessionEngine } from './acquire/lock-session.js';
 import { checkMasters, type MastersHealth } from './voters/master-health.js';
 import { EXTEND_SCRIPT } from './scripts/lua-scripts.js';
 import { grantedIfOne } from './scripts/script-replies.js';
@@ -26,30 +26,15 @@ import { RestartQuarantine, type QuarantineNotice } from './voters/restart-quara
 import { repeats, VoterAdmission, type DuplicateMaster } from './voters/voter-admission.js';
 import { LockAcquirer } from './acquire/lock-acquirer.js';
 import { isSentinelManaged } from './voters/sentinel-voter.js';
-import { nodeTimeoutMs, resolveOptions, type RedlockOptions, type ResolvedRedlockOptions, type WaitOptions } from './lock/redlock-options.js';
-import { checkProbeTimeout, checkTtl, oneRound } from './base/argument-checks.js';
-import type { LockMode } from './lock/lock-kind.js';
+import { nodeTimeoutMs, resolveOptions, type RedlockOptions, type ResolvedRedlockOptions } from './lock/redlock-options.js';
+import { checkProbeTimeout, checkTtl } from './base/argument-checks.js';
+import { checkCall, oneRound, type AcquireOptions, type LockedRoutine, type UsingOptions } from './lock/acquire-options.js';
 import { SharedHolds } from './kinds/shared/shared-holds.js';
 import { ExclusiveHolds } from './kinds/exclusive/exclusive-holds.js';
 import type { EngineRounds } from './rounds/engine-rounds.js';
 
-export interface AcquireOptions extends WaitOptions {
-  /** Cancels waiting; the acquire then rejects with AcquireAbortedError and holds nothing. */
-  signal?: AbortSignal;
-  /** Give this lock a fencing token (`lock.fence`); overrides the engine's `fencing` option. */
-  fencing?: boolean;
-  /** `'read'`: shared with other readers, exclusive of writers. Default `'write'`: the exclusive lock. */
-  mode?: LockMode;
-  /** At most this many holders at once (a semaphore; each holds a permit). Default 1: the exclusive lock. */
-  limit?: number;
-}
-
-export interface UsingOptions extends AcquireOptions {
-  /** Extend the lock while the routine runs. Default true. */
-  autoExtend?: boolean;
-}
-
-export type LockedRoutine<T> = (signal: AbortSignal, lock: Lock) => Promise<T>;
+// Named here too: the Nest layer imports a call's options from the engine it calls.
+export type { AcquireOptions, LockedRoutine, UsingOptions };
 
 /**
  * The Redlock algorithm over N independent Redis masters: a lock is held when a majority
@@ -75,6 +60,7 @@ export class Redlock extends EventEmitter implements LockEngine {
   readonly #shared: SharedHolds;
   readonly #instrumentation: InstrumentationGuard | undefined;
   readonly #acquirer: LockAcquirer;
+  readonly #sessions: SessionEngine;
   /** Per kind of round, what tells the instrumentation of a master's failure: made once, not per round. */
   readonly #masterFailures: Record<RoundOperation, (index: number, failure: MasterFailure) => void> | undefined;
 
@@ -143,6 +129,11 @@ export class Redlock extends EventEmitter implements LockEngine {
       instrumentation: this.#instrumentation,
       handsOff,
     });
+    this.#sessions = {
+      engine: this,
+      maxResources: this.options.maxResources,
+      acquireChecked: (list, ttlMs, options) => this.#acquirer.acquire(list, ttlMs, options, true),
+    };
     if (this.nodes.length % 2 === 0) {
       this.options.logger.warn(
         `redlock: ${this.nodes.length} masters is an even count; it tolerates no more failures than ` +
@@ -152,14 +143,15 @@ export class Redlock extends EventEmitter implements LockEngine {
   }
 
   /** Acquires the lock on every resource at once, waiting per the wait options while it is held elsewhere. */
-  acquire(resources: string | readonly string[], ttlMs: number, options: AcquireOptions = {}): Promise<Lock> {
-    return this.#acquirer.acquire(resources, ttlMs, options, true);
+  async acquire(resources: string | readonly string[], ttlMs: number, options: AcquireOptions = {}): Promise<Lock> {
+    return this.#acquirer.acquire(checkCall(resources, ttlMs, options, this.options.maxResources), ttlMs, options, true);
   }
 
   /** One round, no waiting and no place in line: the lock, or null when another owner holds it. */
   async tryAcquire(resources: string | readonly string[], ttlMs: number, options: Pick<AcquireOptions, 'fencing' | 'mode' | 'limit'> = {}): Promise<Lock | null> {
+    const list = checkCall(resources, ttlMs, options, this.options.maxResources);
     try {
-      return await this.#acquirer.acquire(resources, ttlMs, oneRound(options), false);
+      return await this.#acquirer.acquire(list, ttlMs, oneRound(options), false);
     } catch (error) {
       if (error instanceof LockHeldError) return null;
       throw error;
@@ -190,7 +182,7 @@ export class Redlock extends EventEmitter implements LockEngine {
    * `session.run()` and must call `session.exit()` when it ends, however it ends.
    */
   enter(resources: string | readonly string[], ttlMs: number, options: UsingOptions = {}): Promise<LockSession> {
-    return enterSession(this, resources, ttlMs, options);
+    return enterSession(this.#sessions, resources, ttlMs, options);
   }
 
   /**

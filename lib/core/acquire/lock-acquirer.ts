@@ -10,9 +10,8 @@ import type { Lock } from '../lock/lock.js';
 import { lineOf, type LocalHandOver } from '../waiting/local-hand-over.js';
 import type { LocalQueue } from '../waiting/local-queue.js';
 import type { QueueEntries } from '../waiting/queue-entries.js';
-import type { AcquireOptions } from '../redlock.js';
+import type { AcquireOptions } from '../lock/acquire-options.js';
 import { resolveWait, type ResolvedRedlockOptions } from '../lock/redlock-options.js';
-import { checkCallOptions, checkResources, checkTtl } from '../base/argument-checks.js';
 import type { RedisNode } from '../voters/redis-node.js';
 import type { ReleaseWakeups } from '../waiting/release-wakeups.js';
 import type { RestartQuarantine } from '../voters/restart-quarantine.js';
@@ -77,11 +76,9 @@ export class LockAcquirer {
     this.#parts = parts;
   }
 
-  async acquire(resources: string | readonly string[], ttlMs: number, options: AcquireOptions, queues: boolean): Promise<Lock> {
+  /** `list`, `ttlMs` and `options` as checkCall passed them: the engine's entry points check a call once. */
+  async acquire(list: string[], ttlMs: number, options: AcquireOptions, queues: boolean): Promise<Lock> {
     const { options: engineOptions, localQueue, handOver, entries, exclusive: exclusiveHolds } = this.#parts;
-    const list = checkResources(resources, engineOptions.maxResources);
-    checkTtl('ttlMs', ttlMs);
-    checkCallOptions(options);
     const wait = resolveWait(options, engineOptions);
     const kind = kindOf(options);
     // Readers and permits hold together: no hand-over (that passes one exclusive lock on), and a
