@@ -1,7 +1,7 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { autoExtend } from './auto-extender.js';
 import { InvalidArgumentError, LockKindMismatchError, LockUpgradeError } from '../base/errors.js';
-import { describeKind, familyOf, kindOf, type LockKind } from '../lock/lock-kind.js';
+import { kindOf, type LockKind } from '../lock/lock-kind.js';
 import type { Lock, LockEndListener, ReleaseResult } from '../lock/lock.js';
 import { checkCall, type LockedRoutine, type UsingOptions } from '../lock/acquire-options.js';
 
@@ -216,8 +216,8 @@ function checkReentry(held: ReadonlyMap<string, Lock>, resources: readonly strin
   for (const resource of resources) {
     const heldKind = held.get(resource)?.kind;
     if (!heldKind) continue;
-    if (familyOf(heldKind) !== familyOf(kind)) throw new LockKindMismatchError(resource, describeKind(kind), describeKind(heldKind));
-    if (kind.type === 'write' && heldKind.type === 'read') upgrades.push(resource);
+    if (heldKind.family !== kind.family) throw new LockKindMismatchError(resource, kind.name, heldKind.name);
+    if (kind.mode === 'write' && heldKind.mode === 'read') upgrades.push(resource);
   }
   if (upgrades.length > 0) throw new LockUpgradeError(upgrades);
 }

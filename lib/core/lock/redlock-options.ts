@@ -1,7 +1,9 @@
 import { checkCount, checkDelay, checkFlag, checkPositiveInteger, isDelay, MAX_DELAY_MS } from '../base/argument-checks.js';
 import { InvalidArgumentError } from '../base/errors.js';
 import type { RedlockInstrumentation } from './instrumentation.js';
-import { WAKE_CHANNEL_PREFIX } from '../scripts/lua-scripts.js';
+
+/** Followed by a process id: the channel on which the masters wake that process's queue heads. */
+export const WAKE_CHANNEL_PREFIX = 'redlock-wake:';
 
 export interface RedlockLogger {
   warn(message: string): void;
