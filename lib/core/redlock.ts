@@ -6,17 +6,16 @@ import { HeldLocks, type Acquisition } from './acquire/held-locks.js';
 import { Lock, startExtension, type LockEngine, type ReleaseResult } from './lock/lock.js';
 import type { MasterFailure, RoundOperation } from './lock/instrumentation.js';
 import { extensionOutcome, InstrumentationGuard } from './lock/instrumentation-guard.js';
-import { enterSession, LockSession, runInSession } from './acquire/lock-session.js';
+import { enterSession, LockSession, runInSession, type SessionEngine } from './acquire/lock-session.js';
 import { checkMasters, type MastersHealth } from './voters/master-health.js';
-import { EXTEND_SCRIPT } from './scripts/lua-scripts.js';
-import { grantedIfOne } from './scripts/script-replies.js';
+import { grantedIfOne } from './scripts/replies.js';
 import { runRound, type RoundReply, type RoundResult } from './rounds/quorum-round.js';
 import type { RedisNode } from './voters/redis-node.js';
 import { prepareClusterVoters, votersFrom } from './voters/voters.js';
 import { ClusterVoter } from './voters/cluster-voter.js';
 import { KeyNames } from './rounds/key-names.js';
 import { replicaWait } from './voters/replica-acks.js';
-import { LocalHandOver, lineOf } from './waiting/local-hand-over.js';
+import { LocalHandOver } from './waiting/local-hand-over.js';
 import { LocalQueue } from './waiting/local-queue.js';
 import { QueueEntries } from './waiting/queue-entries.js';
 import { ReleaseWakeups } from './waiting/release-wakeups.js';
@@ -26,30 +25,14 @@ import { RestartQuarantine, type QuarantineNotice } from './voters/restart-quara
 import { repeats, VoterAdmission, type DuplicateMaster } from './voters/voter-admission.js';
 import { LockAcquirer } from './acquire/lock-acquirer.js';
 import { isSentinelManaged } from './voters/sentinel-voter.js';
-import { nodeTimeoutMs, resolveOptions, type RedlockOptions, type ResolvedRedlockOptions, type WaitOptions } from './lock/redlock-options.js';
-import { checkProbeTimeout, checkTtl, oneRound } from './base/argument-checks.js';
-import type { LockMode } from './lock/lock-kind.js';
-import { SharedHolds } from './kinds/shared/shared-holds.js';
-import { ExclusiveHolds } from './kinds/exclusive/exclusive-holds.js';
+import { nodeTimeoutMs, resolveOptions, type RedlockOptions, type ResolvedRedlockOptions } from './lock/redlock-options.js';
+import { checkProbeTimeout, checkTtl } from './base/argument-checks.js';
+import { checkCall, oneRound, type AcquireOptions, type LockedRoutine, type UsingOptions } from './lock/acquire-options.js';
+import { Kinds } from './kinds/kinds.js';
 import type { EngineRounds } from './rounds/engine-rounds.js';
 
-export interface AcquireOptions extends WaitOptions {
-  /** Cancels waiting; the acquire then rejects with AcquireAbortedError and holds nothing. */
-  signal?: AbortSignal;
-  /** Give this lock a fencing token (`lock.fence`); overrides the engine's `fencing` option. */
-  fencing?: boolean;
-  /** `'read'`: shared with other readers, exclusive of writers. Default `'write'`: the exclusive lock. */
-  mode?: LockMode;
-  /** At most this many holders at once (a semaphore; each holds a permit). Default 1: the exclusive lock. */
-  limit?: number;
-}
-
-export interface UsingOptions extends AcquireOptions {
-  /** Extend the lock while the routine runs. Default true. */
-  autoExtend?: boolean;
-}
-
-export type LockedRoutine<T> = (signal: AbortSignal, lock: Lock) => Promise<T>;
+// Named here too: the Nest layer imports a call's options from the engine it calls.
+export type { AcquireOptions, LockedRoutine, UsingOptions };
 
 /**
  * The Redlock algorithm over N independent Redis masters: a lock is held when a majority
@@ -71,10 +54,10 @@ export class Redlock extends EventEmitter implements LockEngine {
   readonly #handOver = new LocalHandOver(this, this.#localQueue);
   readonly #entries: QueueEntries;
   readonly #names: KeyNames;
-  readonly #exclusive: ExclusiveHolds;
-  readonly #shared: SharedHolds;
+  readonly #kinds: Kinds;
   readonly #instrumentation: InstrumentationGuard | undefined;
   readonly #acquirer: LockAcquirer;
+  readonly #sessions: SessionEngine;
   /** Per kind of round, what tells the instrumentation of a master's failure: made once, not per round. */
   readonly #masterFailures: Record<RoundOperation, (index: number, failure: MasterFailure) => void> | undefined;
 
@@ -104,19 +87,6 @@ export class Redlock extends EventEmitter implements LockEngine {
       round: (ttlMs, interpret, send, operation) => this.round(ttlMs, interpret, send, operation),
       vote: (request) => this.vote(request),
     };
-    this.#exclusive = new ExclusiveHolds({
-      ...rounds,
-      entries: this.#entries,
-      admission: this.#admission,
-      handOver: this.#handOver,
-      held: (lock, round, waiter, queuing, since) => this.#held.add(lock, round, waiter, queuing, since),
-    });
-    this.#shared = new SharedHolds({
-      ...rounds,
-      held: (lock, round, waiter) => this.#held.add(lock, round, waiter, true),
-      leave: (resources, waiter) => this.#entries.leave(resources, waiter, ''),
-      withdraw: (resources, waiter, round) => this.#entries.withdrawWhereRefused(resources, waiter, round, ''),
-    });
     // Ask every master who it is now, so the first acquire does not pay that round trip; a
     // master that cannot answer yet is asked again at its first vote.
     for (const node of this.nodes) this.#admission.identify(node).catch(() => {});
@@ -128,21 +98,31 @@ export class Redlock extends EventEmitter implements LockEngine {
       this.#wakeups !== undefined &&
       !this.nodes.some((node) => node instanceof ClusterVoter || isSentinelManaged(node.client.options));
     this.quorum = Math.floor(this.nodes.length / 2) + 1;
+    this.#kinds = new Kinds({
+      ...rounds,
+      entries: this.#entries,
+      admission: this.#admission,
+      localQueue: this.#localQueue,
+      handOver: this.#handOver,
+      handsOff,
+      held: (lock, round, waiter, queuing, since) => this.#held.add(lock, round, waiter, queuing, since),
+    });
     this.#acquirer = new LockAcquirer({
-      nodes: this.nodes,
       quorum: this.quorum,
       options: this.options,
       names: this.#names,
       localQueue: this.#localQueue,
-      handOver: this.#handOver,
       entries: this.#entries,
-      exclusive: this.#exclusive,
-      shared: this.#shared,
+      kinds: this.#kinds,
       wakeups: this.#wakeups,
       quarantine: this.#quarantine,
       instrumentation: this.#instrumentation,
-      handsOff,
     });
+    this.#sessions = {
+      engine: this,
+      maxResources: this.options.maxResources,
+      acquireChecked: (list, ttlMs, options) => this.#acquirer.acquire(list, ttlMs, options, true),
+    };
     if (this.nodes.length % 2 === 0) {
       this.options.logger.warn(
         `redlock: ${this.nodes.length} masters is an even count; it tolerates no more failures than ` +
@@ -152,14 +132,15 @@ export class Redlock extends EventEmitter implements LockEngine {
   }
 
   /** Acquires the lock on every resource at once, waiting per the wait options while it is held elsewhere. */
-  acquire(resources: string | readonly string[], ttlMs: number, options: AcquireOptions = {}): Promise<Lock> {
-    return this.#acquirer.acquire(resources, ttlMs, options, true);
+  async acquire(resources: string | readonly string[], ttlMs: number, options: AcquireOptions = {}): Promise<Lock> {
+    return this.#acquirer.acquire(checkCall(resources, ttlMs, options, this.options.maxResources), ttlMs, options, true);
   }
 
   /** One round, no waiting and no place in line: the lock, or null when another owner holds it. */
   async tryAcquire(resources: string | readonly string[], ttlMs: number, options: Pick<AcquireOptions, 'fencing' | 'mode' | 'limit'> = {}): Promise<Lock | null> {
+    const list = checkCall(resources, ttlMs, options, this.options.maxResources);
     try {
-      return await this.#acquirer.acquire(resources, ttlMs, oneRound(options), false);
+      return await this.#acquirer.acquire(list, ttlMs, oneRound(options), false);
     } catch (error) {
       if (error instanceof LockHeldError) return null;
       throw error;
@@ -190,7 +171,7 @@ export class Redlock extends EventEmitter implements LockEngine {
    * `session.run()` and must call `session.exit()` when it ends, however it ends.
    */
   enter(resources: string | readonly string[], ttlMs: number, options: UsingOptions = {}): Promise<LockSession> {
-    return enterSession(this, resources, ttlMs, options);
+    return enterSession(this.#sessions, resources, ttlMs, options);
   }
 
   /**
@@ -277,7 +258,7 @@ export class Redlock extends EventEmitter implements LockEngine {
   async #extend(lock: Lock, ttlMs: number): Promise<void> {
     const start = startExtension(lock, ttlMs, this.options);
     this.#quarantine?.observeTtl(ttlMs);
-    const request = lock.kind.type === 'write' ? { script: EXTEND_SCRIPT, keys: lock.keys, args: [lock.token, ttlMs] } : this.#shared.extendRequest(lock, ttlMs);
+    const request = this.#kinds.of(lock.kind).extendRequest(lock, ttlMs);
     const acks = replicaWait(this.options, ttlMs);
     const round = await this.round(ttlMs, grantedIfOne, this.vote((node) => node.write(request.script, request.keys, request.args, acks)), 'extend');
     const end = monotonicNow();
@@ -299,26 +280,10 @@ export class Redlock extends EventEmitter implements LockEngine {
   }
 
   /** @internal Use `lock.release()`. */
-  async releaseLock(lock: Lock): Promise<ReleaseResult> {
+  releaseLock(lock: Lock): Promise<ReleaseResult> {
     const acquisition = this.#held.release(lock);
-    if (lock.kind.type !== 'write') {
-      const waiterId = acquisition && enlisted(acquisition) ? acquisition.waiter.id : '';
-      const round = await this.#shared.release(lock.resources, lock.keys, lock.token, lock.kind, lock.slots, lock.ttlMs, acquisition?.round, waiterId);
-      return { releasedOn: round.granted, heldUntilRelease: round.granted >= this.quorum, nodes: round.outcomes };
-    }
-    const line = lineOf(lock.keys);
-    const passed = acquisition && this.#handOver.offer(lock, line);
-    if (passed) {
-      this.#held.add(passed.handed, acquisition.round, passed.to, false);
-      // The new holder's queue entries are cleared by its own release; the old holder's, now.
-      if (enlisted(acquisition)) this.#entries.leave(lock.resources, acquisition.waiter, lock.token);
-      return { releasedOn: 0, heldUntilRelease: true, nodes: [], handedOver: true };
-    }
-    this.#handOver.released(lock, line);
-    const waiterId = acquisition && enlisted(acquisition) ? acquisition.waiter.id : '';
-    const round = await this.#exclusive.release(lock.resources, lock.keys, lock.token, lock.ttlMs, acquisition?.round, waiterId);
-    this.#handOver.wakeNext(line);
-    return { releasedOn: round.granted, heldUntilRelease: round.granted >= this.quorum, nodes: round.outcomes };
+    const held = acquisition && { round: acquisition.round, waiter: acquisition.waiter, waiterId: enlisted(acquisition) ? acquisition.waiter.id : '' };
+    return this.#kinds.of(lock.kind).release(lock, held);
   }
 
   private round(

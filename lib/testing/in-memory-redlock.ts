@@ -11,13 +11,13 @@ import {
 } from '../core/base/errors.js';
 import { LocalQueue } from '../core/waiting/local-queue.js';
 import { Lock, startExtension, type LockEngine, type ReleaseResult } from '../core/lock/lock.js';
-import { enterSession, LockSession, runInSession } from '../core/acquire/lock-session.js';
+import { enterSession, LockSession, runInSession, type SessionEngine } from '../core/acquire/lock-session.js';
 import type { MastersHealth } from '../core/voters/master-health.js';
 import type { NodeOutcome } from '../core/base/node-outcome.js';
-import type { AcquireOptions, LockedRoutine, UsingOptions } from '../core/redlock.js';
+import { checkCall, oneRound, type AcquireOptions, type LockedRoutine, type UsingOptions } from '../core/lock/acquire-options.js';
 import type { RedlockEngine } from '../core/redlock-engine.js';
 import { resolveOptions, resolveWait, type RedlockOptions, type ResolvedRedlockOptions } from '../core/lock/redlock-options.js';
-import { checkCallOptions, checkProbeTimeout, checkResources, checkTtl, oneRound } from '../core/base/argument-checks.js';
+import { checkProbeTimeout, checkResources, checkTtl } from '../core/base/argument-checks.js';
 import { roundFailure, type RoundFailure } from '../core/rounds/round-failure.js';
 import { newToken } from '../core/base/token.js';
 import { describeKind, kindOf, type LockKind } from '../core/lock/lock-kind.js';
@@ -64,16 +64,19 @@ export class InMemoryRedlock extends EventEmitter implements RedlockEngine, Lock
   readonly #waiting = new Map<string, number>();
   /** Per call that may wait, from its start: what makes it give up when releaseAll runs. */
   readonly #waitingCalls = new Set<AbortController>();
+  readonly #sessions: SessionEngine;
   #tickets = 0;
   #pruneHeldAt = 64;
 
   constructor(options: RedlockOptions = {}) {
     super();
     this.options = resolveOptions(options);
+    const acquireChecked = (list: string[], ttlMs: number, options: UsingOptions) => this.#acquire(list, ttlMs, options, true);
+    this.#sessions = { engine: this, maxResources: this.options.maxResources, acquireChecked };
   }
 
-  acquire(resources: string | readonly string[], ttlMs: number, options: AcquireOptions = {}): Promise<Lock> {
-    return this.#acquire(resources, ttlMs, options, true);
+  async acquire(resources: string | readonly string[], ttlMs: number, options: AcquireOptions = {}): Promise<Lock> {
+    return this.#acquire(checkCall(resources, ttlMs, options, this.options.maxResources), ttlMs, options, true);
   }
 
   async tryAcquire(
@@ -81,8 +84,9 @@ export class InMemoryRedlock extends EventEmitter implements RedlockEngine, Lock
     ttlMs: number,
     options: Pick<AcquireOptions, 'fencing' | 'mode' | 'limit'> = {},
   ): Promise<Lock | null> {
+    const list = checkCall(resources, ttlMs, options, this.options.maxResources);
     try {
-      return await this.#acquire(resources, ttlMs, oneRound(options), false);
+      return await this.#acquire(list, ttlMs, oneRound(options), false);
     } catch (error) {
       if (error instanceof LockHeldError) return null;
       throw error;
@@ -94,7 +98,7 @@ export class InMemoryRedlock extends EventEmitter implements RedlockEngine, Lock
   }
 
   enter(resources: string | readonly string[], ttlMs: number, options: UsingOptions = {}): Promise<LockSession> {
-    return enterSession(this, resources, ttlMs, options);
+    return enterSession(this.#sessions, resources, ttlMs, options);
   }
 
   expectTtl(ttlMs: number): void {
@@ -245,10 +249,8 @@ export class InMemoryRedlock extends EventEmitter implements RedlockEngine, Lock
 
   // ---- the acquire loop, as the real engine's ------------------------------------------------
 
-  async #acquire(resources: string | readonly string[], ttlMs: number, options: AcquireOptions, queues: boolean): Promise<Lock> {
-    const list = checkResources(resources, this.options.maxResources);
-    checkTtl('ttlMs', ttlMs);
-    checkCallOptions(options);
+  /** `list`, `ttlMs` and `options` as checkCall passed them. */
+  async #acquire(list: string[], ttlMs: number, options: AcquireOptions, queues: boolean): Promise<Lock> {
     const wait = resolveWait(options, this.options);
     const kind = kindOf(options);
     const fencing = options.fencing ?? this.options.fencing;

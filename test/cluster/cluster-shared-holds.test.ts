@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { LockKindMismatchError, type Lock, type QuarantineNotice } from '../../lib/index.js';
 import { ClusterVoter } from '../../lib/core/voters/cluster-voter.js';
 import { keySlot } from '../../lib/core/base/key-slot.js';
-import { ACQUIRE_SCRIPT } from '../../lib/core/scripts/lua-scripts.js';
+import { ACQUIRE_SCRIPT } from '../../lib/core/kinds/exclusive/exclusive-scripts.js';
 import { SHARED_ACQUIRE_SCRIPT, SHARED_RELEASE_SCRIPT } from '../../lib/core/kinds/shared/shared-scripts.js';
 import { clusterVoterSuite } from './cluster-harness.js';
 

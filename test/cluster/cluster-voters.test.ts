@@ -4,7 +4,7 @@ import { Test } from '@nestjs/testing';
 import { InvalidArgumentError, LockHeldError, RedlockModule, RedlockService, type DuplicateMaster, type Lock, type QuarantineNotice, type Redlock } from '../../lib/index.js';
 import type { ClusterNode } from 'ioredis';
 import { ClusterVoter } from '../../lib/core/voters/cluster-voter.js';
-import { ACQUIRE_SCRIPT } from '../../lib/core/scripts/lua-scripts.js';
+import { ACQUIRE_SCRIPT } from '../../lib/core/kinds/exclusive/exclusive-scripts.js';
 import { keySlot } from '../../lib/core/base/key-slot.js';
 import { ReleaseWakeups } from '../../lib/core/waiting/release-wakeups.js';
 import { ConcurrencyProbe } from '../nest/nest-helpers.js';

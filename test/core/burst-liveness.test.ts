@@ -1,7 +1,7 @@
 import type { Redis } from 'ioredis';
 import { afterEach, describe, expect, it } from 'vitest';
 import { QuorumUnreachableError, Redlock, type Lock, type RedlockOptions } from '../../lib/index.js';
-import { SHARED_CONTENDERS } from '../../lib/core/acquire/lock-acquirer.js';
+import { SHARED_CONTENDERS } from '../../lib/core/kinds/shared/shared-holds.js';
 import { nodeTimeoutMs, resolveOptions } from '../../lib/core/lock/redlock-options.js';
 import { SHARED_ACQUIRE_SCRIPT } from '../../lib/core/kinds/shared/shared-scripts.js';
 import { connectMasters, FRESH_FLEET, watchCalls } from '../support/masters.js';

@@ -3,7 +3,7 @@ import { InvalidArgumentError } from '../../lib/core/base/errors.js';
 import { forCluster, merge, split, undoCall, unwrap } from '../../lib/core/voters/cluster-scripts.js';
 import { KeyNames } from '../../lib/core/rounds/key-names.js';
 import { keySlot } from '../../lib/core/base/key-slot.js';
-import { ACQUIRE_SCRIPT } from '../../lib/core/scripts/lua-scripts.js';
+import { ACQUIRE_SCRIPT } from '../../lib/core/kinds/exclusive/exclusive-scripts.js';
 import { SHARED_ACQUIRE_SCRIPT, SHARED_EXTEND_SCRIPT, SHARED_FENCE_SCRIPT, SHARED_RELEASE_SCRIPT } from '../../lib/core/kinds/shared/shared-scripts.js';
 
 // How a Redis Cluster voter cuts the shared holders' scripts by hash slot and puts their replies

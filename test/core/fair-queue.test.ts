@@ -1,14 +1,8 @@
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  ACQUIRE_SCRIPT,
-  LEAVE_SCRIPT,
-  QUEUE_ENTRY_STAY_MS,
-  RELEASE_ONE_SCRIPT,
-  RELEASE_SCRIPT,
-  TAKE_SCRIPT,
-  WAKE_CHANNEL_PREFIX,
-} from '../../lib/core/scripts/lua-scripts.js';
+import { ACQUIRE_SCRIPT, RELEASE_ONE_SCRIPT, RELEASE_SCRIPT, TAKE_SCRIPT } from '../../lib/core/kinds/exclusive/exclusive-scripts.js';
+import { LEAVE_SCRIPT, QUEUE_ENTRY_STAY_MS } from '../../lib/core/waiting/queue-scripts.js';
+import { WAKE_CHANNEL_PREFIX } from '../../lib/core/lock/redlock-options.js';
 import { SHARED_ACQUIRE_SCRIPT, SHARED_RELEASE_SCRIPT } from '../../lib/core/kinds/shared/shared-scripts.js';
 import { connectMasters, disconnectAll, keysOn, PATIENT, separateEngine, watchCalls } from '../support/masters.js';
 import { enlisted, heldEverywhere } from '../support/enlisted.js';

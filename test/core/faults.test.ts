@@ -1,7 +1,7 @@
 import type { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { LockHeldError, QuorumUnreachableError, Redlock } from '../../lib/index.js';
-import { ACQUIRE_SCRIPT, RELEASE_ONE_SCRIPT, RELEASE_SCRIPT } from '../../lib/core/scripts/lua-scripts.js';
+import { ACQUIRE_SCRIPT, RELEASE_ONE_SCRIPT, RELEASE_SCRIPT } from '../../lib/core/kinds/exclusive/exclusive-scripts.js';
 import { connectMasters, disconnectAll, FRESH_FLEET, keysOn, untilReady, watchCalls } from '../support/masters.js';
 import { RedisFleet } from '../support/redis-fleet.js';
 

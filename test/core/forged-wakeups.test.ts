@@ -1,6 +1,7 @@
 import type { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
-import { CONFIRM_SCRIPT, WAKE_CHANNEL_PREFIX } from '../../lib/core/scripts/lua-scripts.js';
+import { CONFIRM_SCRIPT } from '../../lib/core/waiting/queue-scripts.js';
+import { WAKE_CHANNEL_PREFIX } from '../../lib/core/lock/redlock-options.js';
 import { readWake } from '../../lib/core/waiting/release-wakeups.js';
 import { PROCESS_ID } from '../../lib/core/base/token.js';
 import { PATIENT, separateEngine, watchCalls } from '../support/masters.js';

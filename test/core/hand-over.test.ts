@@ -2,7 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LockHeldError, Redlock } from '../../lib/index.js';
-import { LEAVE_SCRIPT } from '../../lib/core/scripts/lua-scripts.js';
+import { LEAVE_SCRIPT } from '../../lib/core/waiting/queue-scripts.js';
 import { disconnectAll, keysOn, PATIENT, separateEngine, watchCalls } from '../support/masters.js';
 import { RedisFleet } from '../support/redis-fleet.js';
 

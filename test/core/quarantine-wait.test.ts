@@ -2,7 +2,9 @@ import type { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { QuorumUnreachableError, Redlock } from '../../lib/index.js';
 import { monotonicNow } from '../../lib/core/base/clock.js';
-import { ACQUIRE_SCRIPT } from '../../lib/core/scripts/lua-scripts.js';
+import { ACQUIRE_SCRIPT } from '../../lib/core/kinds/exclusive/exclusive-scripts.js';
+import { TAKES } from '../../lib/core/kinds/exclusive/exclusive-batches.js';
+import type { BatchedRequests } from '../../lib/core/voters/redis-node.js';
 import { connectMasters, disconnectAll } from '../support/masters.js';
 import { RedisFleet } from '../support/redis-fleet.js';
 
@@ -79,9 +81,11 @@ describe('restart quarantine on a fresh deployment', () => {
     const fresh = await engine(windowMs);
     const asked: number[] = [];
     const old = fresh.nodes[0]!;
-    const take = old.take.bind(old);
+    const batched = old.batched.bind(old);
     const run = old.run.bind(old);
-    old.take = (...args: Parameters<typeof old.take>) => (asked.push(monotonicNow()), take(...args));
+    old.batched = <Item, Result>(requests: BatchedRequests<Item, Result>, item: Item) => (
+      (requests as unknown) === TAKES && asked.push(monotonicNow()), batched(requests, item)
+    );
     // Releases run scripts too: only the acquire script is a request for a vote.
     old.run = (script, ...rest) => (script === ACQUIRE_SCRIPT && asked.push(monotonicNow()), run(script, ...rest));
 

@@ -1,7 +1,7 @@
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { LockHeldError } from '../../lib/core/base/errors.js';
-import { WAKE_CHANNEL_PREFIX } from '../../lib/core/scripts/lua-scripts.js';
+import { WAKE_CHANNEL_PREFIX } from '../../lib/core/lock/redlock-options.js';
 import { RedisNode } from '../../lib/core/voters/redis-node.js';
 import { ReleaseWakeups } from '../../lib/core/waiting/release-wakeups.js';
 import { PROCESS_ID } from '../../lib/core/base/token.js';

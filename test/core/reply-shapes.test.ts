@@ -1,7 +1,8 @@
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { QuorumUnreachableError, Redlock, RedlockError } from '../../lib/index.js';
-import { freedPerKey, grantedIfOne, grantedIfPositive, interpretAcquire, interpretTake, takesPerKey, UnexpectedReplyError } from '../../lib/core/scripts/script-replies.js';
+import { freedPerKey, interpretAcquire, interpretTake, takesPerKey } from '../../lib/core/kinds/exclusive/exclusive-scripts.js';
+import { grantedIfOne, grantedIfPositive, UnexpectedReplyError } from '../../lib/core/scripts/replies.js';
 import { runRound } from '../../lib/core/rounds/quorum-round.js';
 import type { RedisNode } from '../../lib/core/voters/redis-node.js';
 import { FakeMaster, randomReply } from '../support/fake-master.js';

@@ -1,22 +1,19 @@
 import { monotonicNow } from '../base/clock.js';
 import { AcquireAbortedError, LockHeldError, QuorumUnreachableError } from '../base/errors.js';
-import type { ExclusiveHolds } from '../kinds/exclusive/exclusive-holds.js';
-import { HandOffGrants } from '../waiting/hand-off-grants.js';
 import { heldSince } from './held-locks.js';
 import type { GuardedAcquire, InstrumentationGuard } from '../lock/instrumentation-guard.js';
 import type { KeyNames } from '../rounds/key-names.js';
-import { kindOf, markerOf } from '../lock/lock-kind.js';
+import { kindOf } from '../lock/lock-kind.js';
 import type { Lock } from '../lock/lock.js';
-import { lineOf, type LocalHandOver } from '../waiting/local-hand-over.js';
+import { lineOf } from '../waiting/local-hand-over.js';
 import type { LocalQueue } from '../waiting/local-queue.js';
 import type { QueueEntries } from '../waiting/queue-entries.js';
-import type { AcquireOptions } from '../redlock.js';
+import type { AcquireOptions } from '../lock/acquire-options.js';
 import { resolveWait, type ResolvedRedlockOptions } from '../lock/redlock-options.js';
-import { checkCallOptions, checkResources, checkTtl } from '../base/argument-checks.js';
-import type { RedisNode } from '../voters/redis-node.js';
 import type { ReleaseWakeups } from '../waiting/release-wakeups.js';
 import type { RestartQuarantine } from '../voters/restart-quarantine.js';
-import type { SharedHolds } from '../kinds/shared/shared-holds.js';
+import type { HoldKind } from '../kinds/hold-kind.js';
+import type { Kinds } from '../kinds/kinds.js';
 import { Waiter } from '../waiting/waiter.js';
 
 /**
@@ -27,34 +24,17 @@ import { Waiter } from '../waiting/waiter.js';
  */
 const UNREACHABLE_RETRIES = 2;
 
-/**
- * How many waiting readers, or waiting callers for permits (at most `limit`), of one process
- * may talk to the masters at once for the same resources; the others wait in this process's
- * line for one of them to get its hold or give up. Unpaced, a burst of 300 readers behind a
- * writer sent 300 scripts per master at once, each scanning a queue that grew to 300 entries,
- * and the replies took longer than the node timeout: most of the burst failed with
- * QuorumUnreachableError on healthy masters. 32 abreast keeps a thousand readers within a
- * few seconds on a loaded machine (8 took three times as long), and each master's work per
- * round trip small.
- */
-export const SHARED_CONTENDERS = 32;
-
 /** What the acquire path uses of its engine. */
 export interface AcquirerParts {
-  readonly nodes: readonly RedisNode[];
   readonly quorum: number;
   readonly options: ResolvedRedlockOptions;
   readonly names: KeyNames;
   readonly localQueue: LocalQueue;
-  readonly handOver: LocalHandOver;
   readonly entries: QueueEntries;
-  readonly exclusive: ExclusiveHolds;
-  readonly shared: SharedHolds;
+  readonly kinds: Kinds;
   readonly wakeups: ReleaseWakeups | undefined;
   readonly quarantine: RestartQuarantine | undefined;
   readonly instrumentation: InstrumentationGuard | undefined;
-  /** Whether releases may grant locks to the head of the masters' queue (see HandOffGrants). */
-  readonly handsOff: boolean;
 }
 
 /**
@@ -77,16 +57,11 @@ export class LockAcquirer {
     this.#parts = parts;
   }
 
-  async acquire(resources: string | readonly string[], ttlMs: number, options: AcquireOptions, queues: boolean): Promise<Lock> {
-    const { options: engineOptions, localQueue, handOver, entries, exclusive: exclusiveHolds } = this.#parts;
-    const list = checkResources(resources, engineOptions.maxResources);
-    checkTtl('ttlMs', ttlMs);
-    checkCallOptions(options);
+  /** `list`, `ttlMs` and `options` as checkCall passed them: the engine's entry points check a call once. */
+  async acquire(list: string[], ttlMs: number, options: AcquireOptions, queues: boolean): Promise<Lock> {
+    const { options: engineOptions, localQueue, entries } = this.#parts;
     const wait = resolveWait(options, engineOptions);
-    const kind = kindOf(options);
-    // Readers and permits hold together: no hand-over (that passes one exclusive lock on), and a
-    // line as wide as SHARED_CONTENDERS, only for callers that wait (one round alone needs no pacing).
-    const exclusive = kind.type === 'write';
+    const kind = this.#parts.kinds.of(kindOf(options));
     this.#parts.quarantine?.observeTtl(ttlMs);
     const fencing = options.fencing ?? engineOptions.fencing;
     const keys: string[] = []; // packed, see runRound
@@ -94,25 +69,23 @@ export class LockAcquirer {
     const startedAt = monotonicNow();
     const giveUpAt = startedAt + wait.waitTimeoutMs;
     const line = lineOf(keys);
-    // More callers of ours after a permit than there are permits could only be refused.
-    const width = exclusive ? 1 : kind.type === 'permit' ? Math.min(kind.limit, SHARED_CONTENDERS) : SHARED_CONTENDERS;
+    const width = kind.width;
     // Before the first await, so in the caller's async context: a tracer's span gets the caller's as parent.
     const observer = this.#parts.instrumentation?.acquireStarted(list, ttlMs, startedAt);
 
     // A caller that will not wait (tryAcquire, retryCount 0) does not wait in line either.
     const waits = queues && wait.retryCount > 0;
-    const paced = exclusive || waits;
-    // Shared holders of one kind line up apart from writers, whose line is the exclusive lock's.
-    const localLine = exclusive ? line : `${markerOf(kind)}\n${line}`;
-    // Nobody of this process is after these resources: the first try may be a plain SET NX.
+    const paced = kind.linesUp(waits);
+    const localLine = kind.localLine(line);
+    // Nobody of this process is after these resources: the first try may skip the masters' queue.
     const first = paced ? localQueue.enter(localLine, width) : true;
-    let uncontended = first && exclusive && keys.length === 1 && !fencing;
+    let uncontended = first;
     const calls = this.#calls;
     calls.count++;
     let predecessorFoundNoQuorum = false;
     if (!first) {
       try {
-        predecessorFoundNoQuorum = await this.#joinLocalLine(localLine, width, list, options.signal, waits ? wait.waitTimeoutMs : 0, observer);
+        predecessorFoundNoQuorum = await this.#joinLocalLine(kind, localLine, width, list, options.signal, waits ? wait.waitTimeoutMs : 0, observer);
       } catch (error) {
         calls.ended();
         throw error;
@@ -120,15 +93,12 @@ export class LockAcquirer {
     }
     // Only a caller that will wait takes a place in the masters' queues: an entry of one that will
     // not come back would stand ahead of real waiters, and stretch every Retry-After behind it.
-    // A release may grant a single-key exclusive lock to the head of the masters' queue (not a fenced one: its fence needs a round).
-    const grants =
-      waits && exclusive && !fencing && keys.length === 1 && this.#parts.handsOff
-        ? new HandOffGrants(this.#parts.nodes, this.#parts.quorum, keys[0]!, engineOptions.driftFactor)
-        : undefined;
+    // A release may grant the lock to the head of the masters' queue, for kinds that allow it.
+    const grants = kind.grantsFor({ keys, fencing, waits });
     const waiter = new Waiter(waits, this.#parts.wakeups, keys, wait, options.signal, this.#parts.quorum, grants);
+    const call = { resources: list, keys, ttlMs, attempt: 0, fencing, waiter, uncontended, observer };
     /** The lock the masters granted this waiter by hand-off, unless releaseAll made it give up. */
-    const handedOffByMasters = () =>
-      waiter.granted && !waiter.abandoned ? exclusiveHolds.handedOff(list, keys, ttlMs, waiter, waiter.granted, observer) : undefined;
+    const handedOffByMasters = () => (waiter.granted && !waiter.abandoned ? kind.handedOff(call, waiter.granted) : undefined);
     let attempt = 0;
     // Behind a caller that just found no quorum, one round is enough to confirm the outage.
     let unreachableRounds = predecessorFoundNoQuorum ? UNREACHABLE_RETRIES : 0;
@@ -143,25 +113,23 @@ export class LockAcquirer {
         attempt++;
         if (options.signal?.aborted) throw new AcquireAbortedError(list, options.signal.reason);
         if (waiter.abandoned) throw new AcquireAbortedError(list, waiter.abandoned.reason);
-        const holder = handOver.holderOf(line);
-        if (attempt === 1 && waits && !fencing && exclusive && holder) {
+        const holder = attempt === 1 && waits && !fencing ? kind.holderHere(line) : undefined;
+        if (holder) {
           uncontended = false;
           // Held in this process: asking the masters would only be refused. Wait for the holder.
           const standBy = () => waiter.standBy(Math.min(giveUpAt - monotonicNow(), holder.remainingMs()));
           observer?.waiting();
           try {
-            await handOver.asleep(line, waiter, standBy);
+            await kind.sleep(localLine, waiter, standBy, true);
           } catch {
             throw new AcquireAbortedError(list, abortReason(waiter, options.signal));
           }
           if (waiter.handed) return acquired(observer, waiter.handed);
         }
-        const result = exclusive
-          ? await exclusiveHolds.attempt(list, keys, ttlMs, attempt, fencing, waiter, uncontended && attempt === 1, observer)
-          : await this.#parts.shared.attempt(list, keys, ttlMs, attempt, fencing, waiter, kind, observer);
+        const result = await kind.attempt({ ...call, attempt, uncontended });
         if ('lock' in result) {
           if (waiter.abandoned) return await giveBack(result.lock, list, waiter);
-          if ('roomLeft' in result && result.roomLeft && paced) localQueue.wakeHeads(localLine);
+          if (result.roomLeft && paced) localQueue.wakeHeads(localLine);
           return acquired(observer, result.lock);
         }
         cleanup = result.cleanup;
@@ -183,8 +151,7 @@ export class LockAcquirer {
         // Waiting for a holder or for a quarantine to end; a retry after a blip is not waiting.
         if (observer && !(result.error instanceof QuorumUnreachableError && result.error.retryAfterMs === undefined)) observer.waiting();
         try {
-          // A reader or a permit caller sleeps where a grant to another of its line wakes it (wakeHeads).
-          await (!exclusive ? localQueue.asleep(localLine, waiter, pause) : !fencing && queues ? handOver.asleep(line, waiter, pause) : pause());
+          await kind.sleep(localLine, waiter, pause, !fencing && queues);
         } catch {
           entries.leave(list, waiter, '');
           throw new AcquireAbortedError(list, abortReason(waiter, options.signal));
@@ -228,6 +195,7 @@ export class LockAcquirer {
 
   /** Waits behind this process's earlier callers for the same resources, within the wait budget. */
   async #joinLocalLine(
+    kind: HoldKind,
     line: string,
     width: number,
     resources: string[],
@@ -242,7 +210,7 @@ export class LockAcquirer {
       // Behind a caller of this process: if one of ours holds the lock, it is free by then at the latest.
       const error = signal?.aborted
         ? new AcquireAbortedError(resources, signal.reason)
-        : new LockHeldError(resources, [], 0, this.#parts.handOver.holderOf(line)?.remainingMs());
+        : new LockHeldError(resources, [], 0, kind.holderHere(line)?.remainingMs());
       observer?.failed(error, budgetMs > 0);
       throw error;
     }

@@ -6,15 +6,29 @@ export type LockMode = 'read' | 'write';
 /**
  * What a hold is: the exclusive lock (a writer), a reader, or one of `limit` permits. Plain locks
  * and writers are the same thing on the masters, so a resource's family is "limit 1" (locks,
- * readers, writers) or "limit N" (permits).
+ * readers, writers) or "limit N" (permits). The kind's behaviour lives in lib/core/kinds/<type>/;
+ * this is only what a lock reports and how errors name it.
  */
-export type LockKind =
-  | { readonly type: 'write' }
-  | { readonly type: 'read' }
-  | { readonly type: 'permit'; readonly limit: number };
+export interface LockKind {
+  /** Which kind implements it (kinds/kinds.ts). */
+  readonly type: 'write' | 'read' | 'permit';
+  readonly mode: LockMode;
+  /** How many holders the resource admits at once: a semaphore's limit, else 1. */
+  readonly limit: number;
+  /** The value a master keeps in the lock key while shared holders of this kind live there ('' for none). */
+  readonly marker: string;
+  /** How an error names it: 'lock', 'read', 'limit N'. */
+  readonly name: string;
+  /** Kinds of one family can meet on a resource (and wait for each other); others are a mistake. */
+  readonly family: string;
+}
 
-export const WRITE: LockKind = { type: 'write' };
-const READ: LockKind = { type: 'read' };
+export const WRITE: LockKind = { type: 'write', mode: 'write', limit: 1, marker: '', name: 'lock', family: 'lock' };
+const READ: LockKind = { type: 'read', mode: 'read', limit: 1, marker: '*r', name: 'read', family: 'lock' };
+
+function permit(limit: number): LockKind {
+  return { type: 'permit', mode: 'write', limit, marker: `*s${limit}`, name: `limit ${limit}`, family: `limit ${limit}` };
+}
 
 /** Large enough for any partner API's concurrency, small enough that a script's slot scan stays cheap. */
 export const MAX_LIMIT = 1_000;
@@ -31,25 +45,15 @@ export function kindOf(options: { readonly mode?: unknown; readonly limit?: unkn
   if (limit !== undefined && limit > 1) {
     // A read-write semaphore is another concept: say so rather than pick one meaning.
     if (mode === 'read') throw new InvalidArgumentError('mode', mode, 'a semaphore (limit > 1) has no read mode');
-    return { type: 'permit', limit };
+    return permit(limit);
   }
   return mode === 'read' ? READ : WRITE;
 }
 
-/** The value a master keeps in the lock key while shared holders of this kind live there. */
-export function markerOf(kind: LockKind): string {
-  return kind.type === 'read' ? '*r' : kind.type === 'permit' ? `*s${kind.limit}` : '';
-}
-
 /** How an error names a kind, or the kind a master found (a marker, or a token: a lock). */
 export function describeKind(kind: LockKind | string): string {
-  if (typeof kind !== 'string') return kind.type === 'permit' ? `limit ${kind.limit}` : kind.type === 'read' ? 'read' : 'lock';
-  if (kind === '*r') return 'read';
+  if (typeof kind !== 'string') return kind.name;
+  if (kind === READ.marker) return READ.name;
   if (kind.startsWith('*s')) return `limit ${kind.slice(2)}`;
-  return 'lock';
-}
-
-/** The family a kind belongs to, for mismatch checks: locks, readers and writers are one. */
-export function familyOf(kind: LockKind): string {
-  return kind.type === 'permit' ? `limit ${kind.limit}` : 'lock';
+  return WRITE.name;
 }

@@ -95,12 +95,12 @@ export class Lock {
 
   /** `'read'` for a reader; `'write'` for the exclusive lock and for a semaphore's permit. */
   get mode(): LockMode {
-    return this.kind.type === 'read' ? 'read' : 'write';
+    return this.kind.mode;
   }
 
   /** How many holders the resource admits at once: a semaphore's `limit`, else 1. */
   get limit(): number {
-    return this.kind.type === 'permit' ? this.kind.limit : 1;
+    return this.kind.limit;
   }
 
   /** The ttl of the last acquire or extend. */
@@ -224,8 +224,8 @@ export class Lock {
       validUntil: remainingMs > 0 ? new Date(Date.now() + remainingMs).toISOString() : null,
       remainingMs,
       ...(this.fence === undefined ? {} : { fence: this.fence }),
-      ...(this.kind.type === 'read' ? { mode: 'read' as const } : {}),
-      ...(this.kind.type === 'permit' ? { limit: this.kind.limit, slots: this.slots } : {}),
+      ...(this.kind.mode === 'read' ? { mode: this.kind.mode } : {}),
+      ...(this.kind.limit > 1 ? { limit: this.kind.limit, slots: this.slots } : {}),
     };
   }
 

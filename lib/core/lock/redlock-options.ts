@@ -1,7 +1,9 @@
 import { checkCount, checkDelay, checkFlag, checkPositiveInteger, isDelay, MAX_DELAY_MS } from '../base/argument-checks.js';
 import { InvalidArgumentError } from '../base/errors.js';
 import type { RedlockInstrumentation } from './instrumentation.js';
-import { WAKE_CHANNEL_PREFIX } from '../scripts/lua-scripts.js';
+
+/** Followed by a process id: the channel on which the masters wake that process's queue heads. */
+export const WAKE_CHANNEL_PREFIX = 'redlock-wake:';
 
 export interface RedlockLogger {
   warn(message: string): void;
@@ -264,7 +266,10 @@ function given<T, D>(value: T | undefined, fallback: D): T | D {
   return value === undefined ? fallback : value;
 }
 
-/** Per-call wait settings over the instance's, validated the same way. */
+/**
+ * Wait settings over a base: an engine's options over the defaults, validated here, or a call's
+ * over its engine's, which checkCall validated where the call entered the engine.
+ */
 export function resolveWait(
   overrides: WaitOptions,
   base: Required<WaitOptions>,
@@ -274,15 +279,17 @@ export function resolveWait(
     overrides.waitTimeoutMs !== undefined ||
     overrides.retryDelayMs !== undefined ||
     overrides.retryJitterMs !== undefined;
-  // Nothing per call: the engine's own settings, checked when they were resolved. Only those:
+  // Over an engine's own settings (checked when they were resolved): a call's. Only those:
   // other bases (the defaults) carry more than wait settings, and are spread by the caller.
-  if (!overridden && checkedWaits.has(base)) return base;
+  const overEngine = checkedWaits.has(base);
+  if (!overridden && overEngine) return base;
   const wait = {
     retryCount: given(overrides.retryCount, base.retryCount),
     waitTimeoutMs: given(overrides.waitTimeoutMs, base.waitTimeoutMs),
     retryDelayMs: given(overrides.retryDelayMs, base.retryDelayMs),
     retryJitterMs: given(overrides.retryJitterMs, base.retryJitterMs),
   };
+  if (overEngine) return wait;
   checkCount('retryCount', wait.retryCount);
   checkDelay('waitTimeoutMs', wait.waitTimeoutMs);
   checkDelay('retryDelayMs', wait.retryDelayMs);

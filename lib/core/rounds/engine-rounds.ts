@@ -5,7 +5,7 @@ import type { RoundReply, RoundResult } from './quorum-round.js';
 import type { RedisNode } from '../voters/redis-node.js';
 import type { ResolvedRedlockOptions } from '../lock/redlock-options.js';
 
-/** What each kind's rounds (ExclusiveHolds, SharedHolds) need of the engine: its rounds, votes and key names. */
+/** What each kind's rounds (ExclusiveKind, SharedKind) need of the engine: its rounds, votes and key names. */
 export interface EngineRounds {
   readonly engine: LockEngine;
   /** The voters, in the order of every round's outcomes. */

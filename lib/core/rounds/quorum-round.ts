@@ -4,11 +4,9 @@ import type { NodeOutcome } from '../base/node-outcome.js';
 import type { RedisNode } from '../voters/redis-node.js';
 import { errorText, NodeQuarantinedError, NodeReconnectedError } from '../voters/redis-node.js';
 import { AckedReply } from '../voters/replica-acks.js';
+import type { RoundReply } from '../scripts/replies.js';
 
-export interface RoundReply {
-  granted: boolean;
-  value?: number;
-}
+export type { RoundReply };
 
 export interface RoundOptions {
   readonly quorum: number;

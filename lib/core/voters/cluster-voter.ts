@@ -1,10 +1,8 @@
 import type { Cluster, Redis, RedisKey } from 'ioredis';
 import { forCluster, identity, merge, split, undoCall, unwrap, WHO_RUNS_THIS, type ShardIdentity, type SlotCall } from './cluster-scripts.js';
 import { keySlot } from '../base/key-slot.js';
-import { QUEUE_ENTRY_STAY_MS, RELEASE_ONE_SCRIPT, RELEASE_SCRIPT, TAKE_SCRIPT, type LuaScript } from '../scripts/lua-scripts.js';
-import { freedPerKey, takesPerKey } from '../scripts/script-replies.js';
-import { clusterNodeKey, RedisNode, type FreeRequest } from './redis-node.js';
-import type { ReplicaWait } from './replica-acks.js';
+import type { LuaScript } from '../scripts/lua-script.js';
+import { clusterNodeKey, RedisNode, type BatchedRequests } from './redis-node.js';
 import type { ShardQuarantine } from './shard-quarantine.js';
 
 /**
@@ -86,23 +84,13 @@ export class ClusterVoter extends RedisNode {
     shards.learn(owners);
   }
 
-  override take(key: string, token: string, ttlMs: number, _acks?: ReplicaWait): Promise<unknown> {
-    return this.run(TAKE_SCRIPT, [key], [token, ttlMs]).then((replies) => takesPerKey(replies, 1)[0]);
+  /** Every script runs per hash slot here: nothing is batched across resources. */
+  override batched<Item, Result>(requests: BatchedRequests<Item, Result>, item: Item): Promise<Result> {
+    return requests.apart(this, item);
   }
 
   override write(script: LuaScript, keys: readonly string[], args: readonly (string | number)[]): Promise<unknown> {
     return this.run(script, keys, args);
-  }
-
-  override async free(request: FreeRequest): Promise<number> {
-    if (request.keys.length === 1) {
-      const reply = await this.run(RELEASE_ONE_SCRIPT, [request.keys[0]!, request.queueKeys[0]!], [request.token, request.waiterId, QUEUE_ENTRY_STAY_MS]);
-      return freedPerKey([reply], 1)[0]!;
-    }
-    const args: (string | number)[] = [QUEUE_ENTRY_STAY_MS];
-    for (let i = 0; i < request.keys.length; i++) args.push(request.token, request.waiterId);
-    const freed = freedPerKey(await this.run(RELEASE_SCRIPT, [...request.keys, ...request.queueKeys], args), request.keys.length);
-    return freed.reduce((sum, one) => sum + one, 0);
   }
 
   /** One script per hash slot, their replies merged as one; partial acquires undone. */

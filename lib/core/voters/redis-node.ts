@@ -3,10 +3,9 @@ import { monotonicNow } from '../base/clock.js';
 import { CommandBatch, TickLane } from './command-batch.js';
 import type { MasterAddress } from '../lock/instrumentation.js';
 import { masterAddress } from './master-address.js';
-import { QUEUE_ENTRY_STAY_MS, RELEASE_ONE_SCRIPT, RELEASE_SCRIPT, TAKE_SCRIPT, TAKEN, type LuaScript } from '../scripts/lua-scripts.js';
-import { freedPerKey, takesPerKey } from '../scripts/script-replies.js';
+import type { LuaScript } from '../scripts/lua-script.js';
 import { redactCredentials } from '../base/redact.js';
-import { AckedReply, shortestWait, waitForReplicas, type ReplicaWait } from './replica-acks.js';
+import { AckedReply, waitForReplicas, type ReplicaWait } from './replica-acks.js';
 
 /** What the engine learns when a master's identity check finds it restarted or replaced. */
 export interface NodeRestart {
@@ -21,21 +20,20 @@ export interface NodeRestart {
   readonly uptimeMs: number;
 }
 
-/** One lock's compare-and-delete on this master, batched with the tick's other releases. */
-export interface FreeRequest {
-  readonly keys: readonly string[];
-  readonly queueKeys: readonly string[];
-  readonly token: string;
-  /** The holder's queue entry to drop with it, '' for none. */
-  readonly waiterId: string;
-}
-
-interface TakeRequest {
-  readonly key: string;
-  readonly token: string;
-  readonly ttlMs: number;
-  /** With replicaAcks: the replicas that must acknowledge the take before it counts. */
-  readonly acks: ReplicaWait | undefined;
+/**
+ * Requests that a master may take many of in one command: those of one tick on one connection
+ * go out together (CommandBatch). Who sends them (a lock kind) says how; the master only lines
+ * them up.
+ */
+export interface BatchedRequests<Item, Result> {
+  /** A request alone in its tick. */
+  one(node: RedisNode, item: Item): Promise<Result>;
+  /** A tick's requests, as one command. */
+  many(node: RedisNode, items: readonly Item[]): Promise<readonly Result[]>;
+  /** How many keys a request carries (a batch is bounded by keys too). Default 1. */
+  keys?(item: Item): number;
+  /** On a voter that runs scripts one hash slot at a time (a Redis Cluster): each request apart. */
+  apart(node: RedisNode, item: Item): Promise<Result>;
 }
 
 /** A vote that must not count yet: the master restarted within the quarantine window. */
@@ -79,33 +77,25 @@ export class RedisNode {
   #watching = false;
   #closes = 0;
   readonly #lane = new TickLane();
-  readonly #takes = new CommandBatch<TakeRequest, unknown>(this.#lane, {
-    one: (item) => (item.acks ? this.#sendTakeAcked(item, item.acks) : this.#sendTake(item)),
-    // One engine's requests: all of a batch ask for acknowledgements, or none does.
-    many: (items) => (items[0]!.acks ? this.#sendTakesAcked(items) : this.#sendTakes(items)),
-  });
-  readonly #frees = new CommandBatch<FreeRequest, number>(this.#lane, {
-    one: (item) => this.#sendFree(item),
-    many: (items) => this.#sendFrees(items),
-    keys: (item) => item.keys.length,
-  });
+  readonly #batches = new Map<BatchedRequests<never, unknown>, CommandBatch<never, unknown>>();
 
   constructor(readonly client: Redis) {
     this.address = masterAddress(client);
     this.name = this.address.name;
   }
 
-  /**
-   * SET NX PX of one key: TAKEN, or the PTTL of the key that is in the way (TAKE_SCRIPT). With
-   * `acks`, a grant comes as an AckedReply: how many replicas acknowledged it.
-   */
-  take(key: string, token: string, ttlMs: number, acks?: ReplicaWait): Promise<unknown> {
-    return this.#takes.add({ key, token, ttlMs, acks });
-  }
-
-  /** Compare-and-delete of a lock's keys (RELEASE_SCRIPT): how many were ours and are freed now. */
-  free(request: FreeRequest): Promise<number> {
-    return this.#frees.add(request);
+  /** Sends `item` with the other requests of its kind of this tick on this connection. */
+  batched<Item, Result>(requests: BatchedRequests<Item, Result>, item: Item): Promise<Result> {
+    let batch = this.#batches.get(requests as BatchedRequests<never, unknown>) as CommandBatch<Item, Result> | undefined;
+    if (!batch) {
+      batch = new CommandBatch<Item, Result>(this.#lane, {
+        one: (one) => requests.one(this, one),
+        many: (items) => requests.many(this, items),
+        keys: requests.keys,
+      });
+      this.#batches.set(requests as BatchedRequests<never, unknown>, batch as unknown as CommandBatch<never, unknown>);
+    }
+    return batch.add(item);
   }
 
   async run(script: LuaScript, keys: readonly string[], args: readonly (string | number)[]): Promise<unknown> {
@@ -144,67 +134,6 @@ export class RedisNode {
       reply = await resent;
     }
     return new AckedReply(reply, await acked, wait);
-  }
-
-  /** Alone: a plain command, no script to run; only a refusal costs a second one. */
-  async #sendTake({ key, token, ttlMs }: TakeRequest): Promise<unknown> {
-    if ((await this.client.set(key, token, 'PX', ttlMs, 'NX')) === 'OK') return TAKEN;
-    return this.client.pttl(key);
-  }
-
-  async #sendTakes(items: readonly TakeRequest[]): Promise<readonly unknown[]> {
-    const keys = items.map((item) => item.key);
-    const args: (string | number)[] = [];
-    for (const item of items) args.push(item.token, item.ttlMs);
-    // EVAL, never EVALSHA: a take is never answered NOSCRIPT and re-sent, so a release may go out
-    // right behind it on this connection (ExclusiveHolds.release relies on it). The source is
-    // a few hundred bytes for a whole tick's takes.
-    return takesPerKey(await this.client.eval(TAKE_SCRIPT.source, keys.length, [...keys, ...args] as RedisKey[]), items.length);
-  }
-
-  /** SET NX with its WAIT pipelined behind it; a refusal needs no acknowledgement. */
-  async #sendTakeAcked({ key, token, ttlMs }: TakeRequest, wait: ReplicaWait): Promise<unknown> {
-    const set = this.client.set(key, token, 'PX', ttlMs, 'NX');
-    const acked = waitForReplicas(this.client, wait);
-    if ((await set) === 'OK') return new AckedReply(TAKEN, await acked, wait);
-    return this.client.pttl(key);
-  }
-
-  /** One WAIT behind the tick's script covers every key it set: one wait for the whole batch. */
-  async #sendTakesAcked(items: readonly TakeRequest[]): Promise<readonly unknown[]> {
-    const wait = shortestWait(items.map((item) => item.acks!));
-    const replies = this.#sendTakes(items); // the EVAL is on the connection when this returns
-    const acked = waitForReplicas(this.client, wait);
-    const perKey = await replies;
-    const count = await acked;
-    return perKey.map((reply) => new AckedReply(reply, count, wait));
-  }
-
-  /** Alone: one lock's keys; a one-key lock, the common case, by the lighter script. */
-  async #sendFree(item: FreeRequest): Promise<number> {
-    if (item.keys.length > 1) return (await this.#sendFrees([item]))[0]!;
-    const args = [item.token, item.waiterId, QUEUE_ENTRY_STAY_MS];
-    return freedPerKey([await this.run(RELEASE_ONE_SCRIPT, [item.keys[0]!, item.queueKeys[0]!], args)], 1)[0]!;
-  }
-
-  async #sendFrees(items: readonly FreeRequest[]): Promise<number[]> {
-    const keys: string[] = [];
-    const queueKeys: string[] = [];
-    const args: (string | number)[] = [QUEUE_ENTRY_STAY_MS];
-    for (const item of items) {
-      item.keys.forEach((key, index) => {
-        keys.push(key);
-        queueKeys.push(item.queueKeys[index]!);
-        args.push(item.token, item.waiterId);
-      });
-    }
-    const freed = freedPerKey(await this.run(RELEASE_SCRIPT, [...keys, ...queueKeys], args), keys.length);
-    let at = 0;
-    return items.map((item) => {
-      let count = 0;
-      for (let i = 0; i < item.keys.length; i++) count += freed[at++]!;
-      return count;
-    });
   }
 
   /**
@@ -316,7 +245,7 @@ export function clusterNodeKey(nodeId: string): string {
   return `cluster-node:${nodeId}`;
 }
 
-function isNoScript(error: unknown): boolean {
+export function isNoScript(error: unknown): boolean {
   return error instanceof Error && error.message.startsWith('NOSCRIPT');
 }
 

@@ -1,6 +1,5 @@
 import type { Redis } from 'ioredis';
-import { UnexpectedReplyError } from '../scripts/script-replies.js';
-import type { RoundReply } from '../rounds/quorum-round.js';
+import { UnexpectedReplyError, type RoundReply } from '../scripts/replies.js';
 import { nodeTimeoutMs, type ResolvedRedlockOptions } from '../lock/redlock-options.js';
 
 /**

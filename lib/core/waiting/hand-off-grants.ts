@@ -1,6 +1,5 @@
 import { monotonicNow, validityMs } from '../base/clock.js';
-import { CONFIRM_SCRIPT } from '../scripts/lua-scripts.js';
-import { confirmedPttl } from '../scripts/script-replies.js';
+import { CONFIRM_SCRIPT, confirmedPttl } from './queue-scripts.js';
 import type { RoundResult } from '../rounds/quorum-round.js';
 import type { RedisNode } from '../voters/redis-node.js';
 import { newToken } from '../base/token.js';

@@ -1,4 +1,4 @@
-import { LEAVE_SCRIPT, QUEUE_ENTRY_STAY_MS } from '../scripts/lua-scripts.js';
+import { LEAVE_SCRIPT, QUEUE_ENTRY_STAY_MS } from './queue-scripts.js';
 import type { NodeStatus } from '../base/node-outcome.js';
 import { inFlight, type RoundResult } from '../rounds/quorum-round.js';
 import type { RedisNode } from '../voters/redis-node.js';

@@ -1,4 +1,4 @@
-import { WAKE_CHANNEL_PREFIX } from '../scripts/lua-scripts.js';
+import { WAKE_CHANNEL_PREFIX } from '../lock/redlock-options.js';
 import type { RedisNode } from '../voters/redis-node.js';
 import { PROCESS_ID } from '../base/token.js';
 import { wakeEndpointOf } from './wake-endpoint.js';

@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
-import { WAKE_CHANNEL_PREFIX } from '../../../lib/core/scripts/lua-scripts.js';
+import { WAKE_CHANNEL_PREFIX } from '../../../lib/core/lock/redlock-options.js';
 
 /** How often the forger looks at the queues: often enough to catch most waiters while they wait. */
 const EVERY_MS = 25;

@@ -1,63 +1,90 @@
 import { monotonicNow, validityLeftMs } from '../../base/clock.js';
-import { LockHeldError, LockKindMismatchError } from '../../base/errors.js';
+import { LockHeldError } from '../../base/errors.js';
 import { nextFence } from '../../base/fence.js';
-import type { GuardedAcquire } from '../../lock/instrumentation-guard.js';
-import { describeKind, markerOf, type LockKind } from '../../lock/lock-kind.js';
-import { Lock } from '../../lock/lock.js';
-import { QUEUE_ENTRY_STAY_MS } from '../../scripts/lua-scripts.js';
-import { grantedIfOne, grantedIfPositive } from '../../scripts/script-replies.js';
-import { inFlight, NOTHING_FREED, refusedAt, type RoundResult } from '../../rounds/quorum-round.js';
-import type { RedisNode } from '../../voters/redis-node.js';
-import { replicaWait } from '../../voters/replica-acks.js';
-import { AckedReply } from '../../voters/replica-acks.js';
-import { roundFailure, type RoundFailure } from '../../rounds/round-failure.js';
-import {
-  readSharedReply,
-  SHARED_ACQUIRE_SCRIPT,
-  SHARED_EXTEND_SCRIPT,
-  SHARED_FENCE_SCRIPT,
-  SHARED_RELEASE_SCRIPT,
-  sharedVote,
-} from './shared-scripts.js';
 import { newToken } from '../../base/token.js';
+import type { GuardedAcquire } from '../../lock/instrumentation-guard.js';
+import type { LockKind } from '../../lock/lock-kind.js';
+import { Lock, type ReleaseResult } from '../../lock/lock.js';
+import { throwMismatch } from '../../rounds/kind-mismatch.js';
+import { inFlight, NOTHING_FREED, refusedAt, type RoundResult } from '../../rounds/quorum-round.js';
+import { roundFailure, type RoundFailure } from '../../rounds/round-failure.js';
+import { grantedIfOne, grantedIfPositive } from '../../scripts/replies.js';
+import type { RedisNode } from '../../voters/redis-node.js';
+import { AckedReply, replicaWait } from '../../voters/replica-acks.js';
+import type { HandOffGrants } from '../../waiting/hand-off-grants.js';
 import type { Waiter } from '../../waiting/waiter.js';
-import type { EngineRounds } from '../../rounds/engine-rounds.js';
-
-/** What SharedHolds needs of the engine besides its rounds. */
-export interface SharedRounds extends EngineRounds {
-  /** A new hold: registered as the engine registers its locks. */
-  held(lock: Lock, round: RoundResult, waiter: Waiter): void;
-  /** A waiter that gives up leaves the masters' queues. */
-  leave(resources: readonly string[], waiter: Waiter): void;
-  /** After a win, the waiter's entries where masters refused it leave their queues (they would head them). */
-  withdraw(resources: readonly string[], waiter: Waiter, round: RoundResult): void;
-}
+import { QUEUE_ENTRY_STAY_MS } from '../../waiting/queue-scripts.js';
+import type { AttemptCall, Attempted, HeldBy, HoldKind, KindParts } from '../hold-kind.js';
+import { readSharedReply, SHARED_ACQUIRE_SCRIPT, SHARED_EXTEND_SCRIPT, SHARED_FENCE_SCRIPT, SHARED_RELEASE_SCRIPT, sharedVote } from './shared-scripts.js';
 
 /**
- * Readers (`mode: 'read'`) and permits (`limit` > 1): the acquire, extend and release rounds of
- * holds that share a resource. A permit is a slot of the resource held by a majority, exactly
- * as a lock is (docs/GUARANTEES.md, "Semaphores and read-write locks"): a round wins only when
- * a majority granted the *same* slots, not merely a majority of grants.
+ * How many waiting readers, or waiting callers for permits (at most `limit`), of one process
+ * may talk to the masters at once for the same resources; the others wait in this process's
+ * line for one of them to get its hold or give up. Unpaced, a burst of 300 readers behind a
+ * writer sent 300 scripts per master at once, each scanning a queue that grew to 300 entries,
+ * and the replies took longer than the node timeout: most of the burst failed with
+ * QuorumUnreachableError on healthy masters. 32 abreast keeps a thousand readers within a
+ * few seconds on a loaded machine (8 took three times as long), and each master's work per
+ * round trip small.
  */
-export class SharedHolds {
-  constructor(private readonly rounds: SharedRounds) {}
+export const SHARED_CONTENDERS = 32;
 
-  async attempt(
-    resources: string[],
-    keys: string[],
-    ttlMs: number,
-    attempt: number,
-    fencing: boolean,
-    waiter: Waiter,
-    kind: LockKind,
-    observer: GuardedAcquire | undefined,
-  ): Promise<{ lock: Lock; roomLeft: boolean } | RoundFailure> {
-    const first = await this.#try(resources, keys, ttlMs, attempt, fencing, waiter, kind, observer, []);
+/**
+ * The protocol of holds that share a resource, readers (kinds/read) and permits (kinds/permit):
+ * their acquire, extend and release rounds. A permit is a slot of the resource held by a
+ * majority, exactly as a lock is (docs/GUARANTEES.md, "Semaphores and read-write locks"): a
+ * round wins only when a majority granted the *same* slots, not merely a majority of grants.
+ * No hand-over and no hand-off (those pass one exclusive lock on); a line as wide as
+ * SHARED_CONTENDERS, only for callers that wait (one round alone needs no pacing).
+ */
+export abstract class SharedKind implements HoldKind {
+  abstract readonly width: number;
+
+  constructor(
+    protected readonly rounds: KindParts,
+    readonly kind: LockKind,
+  ) {}
+
+  /** What the scripts are told of the limit: 0 for readers, who are not counted. */
+  protected abstract get scriptLimit(): number;
+  /** The slots a hold keeps, from the slots the majority agreed on; undefined: its slots are not its own (readers). */
+  protected abstract slotsOf(agreed: string): number[] | undefined;
+  /** Per resource, the slot argument of extend and release scripts. */
+  protected abstract slotArgs(slots: readonly number[] | undefined, count: number): string[];
+
+  /** Shared holders of one kind line up apart from writers, whose line is the exclusive lock's. */
+  localLine(line: string): string {
+    return `${this.kind.marker}\n${line}`;
+  }
+
+  linesUp(waits: boolean): boolean {
+    return waits;
+  }
+
+  holderHere(): Lock | undefined {
+    return undefined;
+  }
+
+  /** Where a grant to another of its line wakes it (wakeHeads). */
+  sleep(localLine: string, waiter: Waiter, pause: () => Promise<void>): Promise<void> {
+    return this.rounds.localQueue.asleep(localLine, waiter, pause);
+  }
+
+  grantsFor(): HandOffGrants | undefined {
+    return undefined;
+  }
+
+  handedOff(): Lock {
+    throw new Error(`${this.kind.name} holds are never granted by hand-off`);
+  }
+
+  async attempt({ resources, keys, ttlMs, attempt, fencing, waiter, observer }: AttemptCall): Promise<Attempted> {
+    const first = await this.#try(resources, keys, ttlMs, attempt, fencing, waiter, observer, []);
     // Masters that disagreed on the slot: once more at once, asking for the slot free on most of
     // them, once the first try's entries are gone (else they would take that slot themselves).
     if (!('preferred' in first)) return first;
     await first.cleanup;
-    const second = await this.#try(resources, keys, ttlMs, attempt, fencing, waiter, kind, observer, first.preferred);
+    const second = await this.#try(resources, keys, ttlMs, attempt, fencing, waiter, observer, first.preferred);
     // A second try never asks to prefer again: it ends in a lock or a failure.
     if ('preferred' in second) return { error: new LockHeldError(resources, [], attempt, 0), retryable: true, cleanup: second.cleanup };
     return second;
@@ -70,19 +97,18 @@ export class SharedHolds {
     attempt: number,
     fencing: boolean,
     waiter: Waiter,
-    kind: LockKind,
     observer: GuardedAcquire | undefined,
     preferred: readonly string[],
   ): Promise<{ lock: Lock; roomLeft: boolean } | RoundFailure | { preferred: string[]; cleanup: Promise<unknown> }> {
     const { names, options, quorum } = this.rounds;
     const token = newToken();
     const start = monotonicNow();
-    const marker = markerOf(kind);
+    const { kind } = this;
+    const marker = kind.marker;
     const n = keys.length;
     const scriptKeys = [...keys, ...resources.map((r) => names.queue(r)), ...resources.map((r) => names.holders(r))];
     if (fencing) scriptKeys.push(...resources.map((r) => names.fence(r)));
-    const limit = kind.type === 'permit' ? kind.limit : 0;
-    const args = [token, ttlMs, n, waiter.id, waiter.ticket, QUEUE_ENTRY_STAY_MS, marker, limit, ...keys.map((_, i) => preferred[i] ?? '')];
+    const args = [token, ttlMs, n, waiter.id, waiter.ticket, QUEUE_ENTRY_STAY_MS, marker, this.scriptLimit, ...keys.map((_, i) => preferred[i] ?? '')];
     const acks = replicaWait(options, ttlMs);
     // Per master, what it granted (a round's votes count only where they agree on the slots), and any mismatch.
     const grants: ({ slots: string; free: readonly string[] } | undefined)[] = [];
@@ -118,20 +144,21 @@ export class SharedHolds {
     const end = monotonicNow();
     const left = validityLeftMs(ttlMs, start, end, options.driftFactor);
     if (agreed.count >= quorum && left > 0) {
-      const slots = kind.type === 'permit' ? agreed.slots!.split(' ').map(Number) : undefined;
+      const slots = this.slotsOf(agreed.slots!);
       const lock = new Lock(this.rounds.engine, resources, keys, token, ttlMs, end + left, fence, kind, slots);
-      this.rounds.held(lock, round, waiter);
-      this.rounds.withdraw(resources, waiter, round);
-      if (slots) this.#dropOtherSlots(resources, keys, token, kind, round, grants, agreed.slots);
+      this.rounds.held(lock, round, waiter, true);
+      // After a win, the waiter's entries where masters refused it leave their queues (they would head them).
+      this.rounds.entries.withdrawWhereRefused(resources, waiter, round, '');
+      if (slots) this.#dropOtherSlots(resources, keys, token, round, grants, agreed.slots);
       // Readers all fit; a permit left room if a master that granted it had another slot free on every resource.
       const roomLeft = !slots || grants.some((grant) => grant !== undefined && grant.slots === agreed.slots && grant.free.every((free) => free.includes(',')));
       return { lock, roomLeft };
     }
     // Wherever it did not refuse, behind the grant requests still in flight; not awaited: the
     // next try goes out behind it on every connection.
-    const cleanup = this.release(resources, keys, token, kind, undefined, ttlMs, asked, '', asked);
+    const cleanup = this.#free(resources, keys, token, undefined, ttlMs, asked, '', asked);
     if (mismatch) await cleanup;
-    throwMismatch(mismatch, resources, kind, () => this.rounds.leave(resources, waiter));
+    throwMismatch(mismatch, resources, kind, () => this.rounds.entries.leave(resources, waiter, ''));
     // A majority granted, but not the same slots: a split, not a refusal.
     if (agreed.count < quorum && round.granted >= quorum) {
       if (preferred.length === 0) return { preferred: mostFree(grants, n), cleanup };
@@ -150,12 +177,11 @@ export class SharedHolds {
     resources: readonly string[],
     keys: readonly string[],
     token: string,
-    kind: LockKind,
     round: RoundResult,
     grants: readonly ({ slots: string } | undefined)[],
     agreed: string | undefined,
   ): void {
-    const { keys: scriptKeys, args } = this.#releaseRequest(resources, keys, token, kind, undefined, '');
+    const { keys: scriptKeys, args } = this.#releaseRequest(resources, keys, token, undefined, '');
     round.outcomes.forEach((outcome, index) => {
       const drop = () => {
         const grant = grants[index];
@@ -169,20 +195,24 @@ export class SharedHolds {
   }
 
   /** The extension round's request for a reader or a permit. */
-  extendRequest(lock: Lock, ttlMs: number): { script: typeof SHARED_EXTEND_SCRIPT; keys: string[]; args: (string | number)[] } {
+  extendRequest(lock: Lock, ttlMs: number) {
     const keys = [...lock.keys, ...lock.resources.map((r) => this.rounds.names.holders(r))];
-    return { script: SHARED_EXTEND_SCRIPT, keys, args: [lock.token, ttlMs, markerOf(lock.kind), ...slotArgs(lock.kind, lock.slots, lock.keys.length)] };
+    return { script: SHARED_EXTEND_SCRIPT, keys, args: [lock.token, ttlMs, this.kind.marker, ...this.slotArgs(lock.slots, lock.keys.length)] };
+  }
+
+  async release(lock: Lock, held: HeldBy | undefined): Promise<ReleaseResult> {
+    const round = await this.#free(lock.resources, lock.keys, lock.token, lock.slots, lock.ttlMs, held?.round, held?.waiterId ?? '');
+    return { releasedOn: round.granted, heldUntilRelease: round.granted >= this.rounds.quorum, nodes: round.outcomes };
   }
 
   /**
    * Drops the hold on every master, behind the winning round's requests still in flight there
    * (an EVALSHA re-sent as EVAL after NOSCRIPT would otherwise land after the release).
    */
-  release(
+  #free(
     resources: readonly string[],
     keys: readonly string[],
     token: string,
-    kind: LockKind,
     slots: readonly number[] | undefined,
     ttlMs: number,
     scriptRound: RoundResult | undefined,
@@ -190,7 +220,7 @@ export class SharedHolds {
     /** The failed attempt being cleaned up: masters that had refused it by then hold nothing of it. */
     failed?: RoundResult,
   ): Promise<RoundResult> {
-    const { keys: scriptKeys, args } = this.#releaseRequest(resources, keys, token, kind, slots, waiterId);
+    const { keys: scriptKeys, args } = this.#releaseRequest(resources, keys, token, slots, waiterId);
     const release = (node: RedisNode, index: number) =>
       failed && refusedAt(failed, index) ? NOTHING_FREED : node.run(SHARED_RELEASE_SCRIPT, scriptKeys, args);
     const send = (node: RedisNode, index: number) => {
@@ -205,37 +235,15 @@ export class SharedHolds {
     resources: readonly string[],
     keys: readonly string[],
     token: string,
-    kind: LockKind,
     slots: readonly number[] | undefined,
     waiterId: string,
   ): { keys: string[]; args: (string | number)[] } {
     const { names } = this.rounds;
     return {
       keys: [...keys, ...resources.map((r) => names.queue(r)), ...resources.map((r) => names.holders(r))],
-      args: [QUEUE_ENTRY_STAY_MS, token, waiterId, markerOf(kind), kind.type === 'permit' ? kind.limit : 0, ...slotArgs(kind, slots, keys.length)],
+      args: [QUEUE_ENTRY_STAY_MS, token, waiterId, this.kind.marker, this.scriptLimit, ...this.slotArgs(slots, keys.length)],
     };
   }
-}
-
-/**
- * A master found the resource held as another kind: a mistake in the program, not contention,
- * and waiting would not end it. The caller leaves the masters' queues and hears of it at once.
- */
-export function throwMismatch(
-  found: { resourceIndex: number; found: string } | undefined,
-  resources: readonly string[],
-  kind: LockKind,
-  leave: () => void,
-): void {
-  if (!found) return;
-  leave();
-  throw new LockKindMismatchError(resources[found.resourceIndex]!, describeKind(kind), describeKind(found.found));
-}
-
-/** Per resource, the slot argument of extend and release scripts: `r` for a reader, or '' (none agreed). */
-function slotArgs(kind: LockKind, slots: readonly number[] | undefined, count: number): string[] {
-  if (kind.type !== 'permit') return Array.from({ length: count }, () => 'r');
-  return Array.from({ length: count }, (_, i) => (slots?.[i] === undefined ? '' : String(slots[i])));
 }
 
 /** The error of a split round: the masters that granted other slots than the most common choice count as refusing. */

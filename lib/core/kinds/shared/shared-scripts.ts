@@ -1,8 +1,7 @@
-import { QUEUE_LUA, raiseFencesLua, script } from '../../scripts/lua-scripts.js';
-import { UnexpectedReplyError } from '../../scripts/script-replies.js';
-import type { RoundReply } from '../../rounds/quorum-round.js';
-import type { RedisNode } from '../../voters/redis-node.js';
-import { AckedReply } from '../../voters/replica-acks.js';
+import { blocks, perResource, script } from '../../scripts/lua-script.js';
+import { raiseFencesLua } from '../../scripts/fence-lua.js';
+import { mergeAcquire, mergeAllOnes, UnexpectedReplyError, type RoundReply } from '../../scripts/replies.js';
+import { QUEUE_ENTRY_STAY_MS, QUEUE_LUA } from '../../waiting/queue-scripts.js';
 
 /**
  * Lua for readers and permit holders ("shared holders"; see docs/GUARANTEES.md, "Semaphores and
@@ -141,6 +140,18 @@ for i = 1, n do
   if queues[i] and (limit == 0 or counts[i] + 1 < limit) then wakeHead(KEYS[i], KEYS[n + i], now, marker, stay) end
 end
 return reply`,
+  {
+    votes: true,
+    // ARGV: token, ttl, n, waiter id, ticket, stay, marker, limit, then per resource the preferred slot.
+    layout: blocks({ argv: 2 }, perResource(8, 2)),
+    merge: (calls, replies) => mergeAcquire('shared-acquire', calls, replies, true),
+    // Our entry dropped from the holders, whatever its slot; lock, queue and holders keys, not the fence counters.
+    undo: (call) => ({
+      script: SHARED_RELEASE_SCRIPT,
+      keys: call.keys.slice(0, 3 * call.indexes.length),
+      args: [QUEUE_ENTRY_STAY_MS, call.args[0]!, '', call.args[6]!, call.args[7]!, ...call.indexes.map(() => '')],
+    }),
+  },
 );
 
 /**
@@ -171,6 +182,8 @@ for i = 1, n do
   if redis.call('PTTL', KEYS[n + i]) < ttl then redis.call('PEXPIRE', KEYS[n + i], ttl) end
 end
 return 1`,
+  // KEYS: lock keys, holders keys. ARGV: token, ttl, marker, then per resource the slot.
+  { votes: true, layout: blocks({ perResource: 2 }, perResource(3)), merge: mergeAllOnes },
 );
 
 /**
@@ -192,6 +205,8 @@ for i = 1, n do
 end
 ${raiseFencesLua('3 * n')}
 return 1`,
+  // ARGV: token, fence, n, expire, marker, then per resource the slot.
+  { votes: true, layout: blocks({ argv: 2 }, perResource(5, 2)), merge: mergeAllOnes },
 );
 
 /**
@@ -230,6 +245,17 @@ for i = 1, n do
   end
 end
 return freed`,
+  {
+    votes: false,
+    // KEYS: lock, queue and holders keys. ARGV: stay, token, waiter id, marker, limit, then per resource the slot.
+    layout: blocks({ perResource: 3 }, perResource(5)),
+    // How many resources were still held with our slot: summed over the slots.
+    merge: (_calls, replies) => {
+      const bad = replies.find((reply) => !Number.isSafeInteger(reply));
+      if (bad !== undefined) throw new UnexpectedReplyError('shared-release', bad);
+      return { reply: (replies as number[]).reduce((sum, freed) => sum + freed, 0), undo: [] };
+    },
+  },
 );
 
 /** A SHARED_ACQUIRE_SCRIPT reply read for what the round needs: a grant with its slots, a refusal, or a mismatch. */
@@ -249,26 +275,6 @@ export function readSharedReply(reply: unknown, resources: number): SharedReply 
     }
   }
   throw new UnexpectedReplyError('shared-acquire', reply);
-}
-
-/**
- * Watches a round's raw replies for a kind mismatch ({2, resource index, what holds it}), which a
- * vote reads only as a refusal: `send` wraps the round's requests, `found` says what was seen.
- */
-export function mismatchWatch(request: (node: RedisNode) => Promise<unknown>): {
-  send: (node: RedisNode) => Promise<unknown>;
-  found: () => { resourceIndex: number; found: string } | undefined;
-} {
-  let found: { resourceIndex: number; found: string } | undefined;
-  const send = (node: RedisNode) =>
-    request(node).then((reply) => {
-      const raw = reply instanceof AckedReply ? reply.reply : reply;
-      if (Array.isArray(raw) && raw.length === 3 && raw[0] === 2 && Number.isSafeInteger(raw[1]) && typeof raw[2] === 'string') {
-        found = { resourceIndex: (raw[1] as number) - 1, found: raw[2] };
-      }
-      return reply;
-    });
-  return { send, found: () => found };
 }
 
 /** SHARED_ACQUIRE_SCRIPT replies as votes: a mismatch is a refusal here, and the caller is told of it apart. */

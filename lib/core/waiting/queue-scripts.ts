@@ -1,4 +1,6 @@
-import { createHash } from 'node:crypto';
+import { WAKE_CHANNEL_PREFIX } from '../lock/redlock-options.js';
+import { blocks, sameArgs, script } from '../scripts/lua-script.js';
+import { isInteger, UnexpectedReplyError } from '../scripts/replies.js';
 
 /**
  * How long a waiter's queue entry outlives the wait the masters told it about, or lives once a
@@ -6,19 +8,6 @@ import { createHash } from 'node:crypto';
  * reserves a key for the queue's head: what a crashed waiter at the head can cost the others.
  */
 export const QUEUE_ENTRY_STAY_MS = 1_000;
-
-/** Followed by a process id: the channel on which the masters wake that process's queue heads. */
-export const WAKE_CHANNEL_PREFIX = 'redlock-wake:';
-
-export interface LuaScript {
-  readonly name: string;
-  readonly source: string;
-  readonly sha: string;
-}
-
-export function script(name: string, source: string): LuaScript {
-  return { name, source, sha: createHash('sha1').update(source).digest('hex') };
-}
 
 /**
  * Lua shared by the scripts that read or hand on a resource's fair queue (one hash per
@@ -155,196 +144,6 @@ end
 `;
 
 /**
- * All or nothing on this node: every key is free, reserved for us, or already ours (a
- * retried request landing twice), and no live waiter is queued ahead of us, or nothing is
- * locked.
- *
- * A caller that cannot have the lock enlists in each resource's fair queue with its ticket,
- * which it chose once for all masters, so every master orders waiters alike; a free lock goes
- * only to the lowest live ticket, and a release reserves it for that waiter. An entry dies at
- * its deadline unless its waiter comes back, so a crashed waiter blocks no one for long.
- *
- * Returns {1, fence} on grant: for a fenced lock the highest fence counter of the resources
- * here, read in the same script as the SET so no holder's write-back slips between; else 0.
- * Returns {2, resource index, marker} when a semaphore holds a resource (LockKindMismatchError).
- * Returns {0, wait} on refusal: how long until the blocking key expires (the holder's PTTL, or
- * a reservation's), or with no key in the way until the queue's head entry dies: how long a
- * crashed holder or head can stall the caller, and what it may be told to wait (Retry-After).
- * A hand-off waiter (ARGV[7], its token prefix, not '') enlists with its grant (grantTag), so
- * a release can hand it the key; a key holding one of its own earlier tokens (granted by such a
- * hand-off, or by an earlier round whose cleanup has not landed) is its own: this round takes
- * it over with its token, so a waiter never holds a master under two tokens that it counts apart.
- * KEYS: n lock keys, n queue keys, then n fence keys when fenced.
- * ARGV: token, ttl ms, n, waiter id, ticket, how long an entry lives without its waiter (ms),
- * hand-off token prefix ('' for none), which request of the waiter this is (its anchor).
- */
-export const ACQUIRE_SCRIPT = script(
-  'acquire',
-  QUEUE_LUA +
-    `local n = tonumber(ARGV[3])
-local me, ticket, stay = ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6])
-local prefix = ARGV[7] or ''
-local reservation = me ~= '' and ('~' .. me) or nil
-local wait = -2
-local reserved = {}
-for i = 1, n do
-  local owner = redis.call('GET', KEYS[i])
-  -- A semaphore's holders live here (their marker): another family, never waited for.
-  if owner and string.sub(owner, 1, 2) == '*s' then return {2, i, owner} end
-  if owner and (owner == reservation or (prefix ~= '' and string.sub(owner, 1, #prefix) == prefix)) then
-    reserved[i] = true
-  elseif owner and owner ~= ARGV[1] then
-    local pttl = redis.call('PTTL', KEYS[i])
-    if pttl > wait then wait = pttl end
-  end
-end
-local queued, headWait, queues = aheadOf(n, reserved, me, ticket)
-if wait ~= -2 or queued then
-  -- The holder's pttl when a key is held: never more than its lock can still run, whoever waits.
-  -- With no holder, how long the head's entry lives (its waiter takes the lock before that or dies).
-  if wait == -2 then wait = headWait end
-  enlist(n, me, ARGV[5], wait, stay, prefix ~= '' and grantTag(ARGV[1], ARGV[2], ARGV[8]) or '')
-  return {0, wait}
-end
-local fence = 0
-for i = 1, n do
-  redis.call('SET', KEYS[i], ARGV[1], 'PX', ARGV[2])
-  if queues[i] and me ~= '' then redis.call('HDEL', KEYS[n + i], me) end
-  if #KEYS > 2 * n then
-    local counter = tonumber(redis.call('GET', KEYS[2 * n + i]) or '0')
-    if counter and counter > fence then fence = counter end
-  end
-end
-return {1, fence}`,
-);
-
-/**
- * The uncontended first try, for many single-key locks at once (a tick's batch, one call per master):
- * SET NX PX per key, each with its own token and ttl. A plain SET NX cannot see the fair
- * queue, so it is fair only because a key is never free while someone lives in its queue
- * (a release reserves it for the head; see handOn). Returns per key TAKEN, or the blocking
- * key's PTTL.
- * KEYS: the lock keys. ARGV: per key, token then ttl ms.
- */
-export const TAKE_SCRIPT = script(
-  'take',
-  `local replies = {}
-for i = 1, #KEYS do
-  if redis.call('SET', KEYS[i], ARGV[2 * i - 1], 'NX', 'PX', ARGV[2 * i]) then
-    replies[i] = 'taken'
-  else
-    replies[i] = redis.call('PTTL', KEYS[i])
-  end
-end
-return replies`,
-);
-/** TAKE_SCRIPT's reply for a key it set. */
-export const TAKEN = 'taken';
-
-/**
- * Lua: raises the fence counters KEYS[<first> + i], i = 1..n, to ARGV[2] where they are lower,
- * expiring ARGV[4] ms later (0: kept). Shared by the lock's and the shared holders' write-backs.
- */
-export function raiseFencesLua(first: string): string {
-  return `local fence = tonumber(ARGV[2])
-local expire = tonumber(ARGV[4])
-for i = 1, n do
-  local counter = tonumber(redis.call('GET', KEYS[${first} + i]) or '0')
-  if not counter or counter < fence then
-    if expire > 0 then
-      redis.call('SET', KEYS[${first} + i], ARGV[2], 'PX', expire)
-    else
-      redis.call('SET', KEYS[${first} + i], ARGV[2])
-    end
-  end
-end`;
-}
-
-/**
- * Second phase of a fenced acquisition: raises each resource's fence counter to the new fence,
- * but only while this node still holds every lock key with our token. A write-back landing
- * after our key expired could follow the next holder's read and break monotonicity.
- * The counter expires after `expire` ms (0: never): once the wall-clock floor has overtaken
- * it, the next holder's token is higher without it (see docs/GUARANTEES.md).
- * KEYS: n lock keys, n queue keys, n fence keys. ARGV: token, fence, n, expire ms. Returns 1 or 0.
- */
-export const FENCE_SCRIPT = script(
-  'fence',
-  `local n = tonumber(ARGV[3])
-for i = 1, n do
-  if redis.call('GET', KEYS[i]) ~= ARGV[1] then return 0 end
-end
-${raiseFencesLua('2 * n')}
-return 1`,
-);
-
-/**
- * Extends only if every key still holds our token, so a lock that was partly taken over is
- * never stretched on the keys that remain. Returns 1 on grant, 0 otherwise.
- * KEYS: the lock keys. ARGV[1]: token, ARGV[2]: new ttl in ms.
- */
-export const EXTEND_SCRIPT = script(
-  'extend',
-  `for i = 1, #KEYS do
-  if redis.call('GET', KEYS[i]) ~= ARGV[1] then return 0 end
-end
-for i = 1, #KEYS do
-  redis.call('PEXPIRE', KEYS[i], ARGV[2])
-end
-return 1`,
-);
-
-/**
- * Compare-and-delete per key: never frees a key another owner holds, so releasing a lock that
- * expired and was taken over is harmless. Idempotent, so it is safe to repeat when a reply was
- * lost. Also drops the holder's own queue entry (left on masters that refused it in the winning
- * round); a freed key goes to the queue's head (handOn), whom alone it wakes. Serves many locks
- * of one tick at once: each key carries its own token and waiter id.
- * Returns per key 1 (freed now) or 0.
- * KEYS: m lock keys, m queue keys. ARGV: stay (ms), then per key its token and waiter id ('' for none).
- */
-export const RELEASE_SCRIPT = script(
-  'release',
-  QUEUE_LUA +
-    `local m = #KEYS / 2
-local stay = tonumber(ARGV[1])
-local freed = {}
-for i = 1, m do
-  local token, waiter = ARGV[2 * i], ARGV[2 * i + 1]
-  if waiter ~= '' then redis.call('HDEL', KEYS[m + i], waiter) end
-  freed[i] = 0
-  if redis.call('GET', KEYS[i]) == token then
-    handOn(KEYS[i], KEYS[m + i], stay)
-    freed[i] = 1
-  end
-end
-return freed`,
-);
-
-/**
- * RELEASE_SCRIPT for one key, the common case of a release alone in its tick. Same effect, but
- * a key with no queue is freed before the queue helpers are even defined, and the reply is a
- * plain integer: about a third less work per master than the general script.
- * Returns 1 (freed now) or 0.
- * KEYS: lock key, queue key. ARGV: token, waiter id ('' for none), stay (ms).
- */
-export const RELEASE_ONE_SCRIPT = script(
-  'release-one',
-  `if ARGV[2] ~= '' then redis.call('HDEL', KEYS[2], ARGV[2]) end
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
-if redis.call('EXISTS', KEYS[2]) == 0 then
-  redis.call('DEL', KEYS[1])
-  return 1
-end
-do
-` +
-    QUEUE_LUA +
-    `handOn(KEYS[1], KEYS[2], tonumber(ARGV[3]))
-end
-return 1`,
-);
-
-/**
  * A waiter giving up, or done: drops its queue entries, and a key reserved for it goes on to the
  * next head (or is freed), so the others need not wait for the reservation to lapse. So does a
  * key holding one of a hand-off waiter's tokens (ARGV[3], its prefix), other than the one it
@@ -364,6 +163,8 @@ for i = 1, n do
   end
 end
 return 1`,
+  // ARGV: stay, waiter id.
+  { votes: false, layout: blocks({ perResource: 2 }, sameArgs), merge: () => ({ reply: 1, undo: [] }) },
 );
 
 /**
@@ -378,3 +179,9 @@ export const CONFIRM_SCRIPT = script(
   `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PTTL', KEYS[1]) end
 return -3`,
 );
+
+/** CONFIRM_SCRIPT replies: how long the key still lives with our token, or undefined when it does not hold it. */
+export function confirmedPttl(reply: unknown): number | undefined {
+  if (!isInteger(reply)) throw new UnexpectedReplyError('confirm', reply);
+  return reply > 0 ? reply : undefined;
+}

@@ -1,52 +1,66 @@
 import { monotonicNow, validityLeftMs } from '../../base/clock.js';
 import { nextFence } from '../../base/fence.js';
-import type { HandOffGrant } from '../../waiting/hand-off-grants.js';
-import type { GuardedAcquire } from '../../lock/instrumentation-guard.js';
-import { lineOf, type LocalHandOver } from '../../waiting/local-hand-over.js';
+import { newToken } from '../../base/token.js';
 import { WRITE } from '../../lock/lock-kind.js';
-import { Lock } from '../../lock/lock.js';
-import { ACQUIRE_SCRIPT, FENCE_SCRIPT, QUEUE_ENTRY_STAY_MS } from '../../scripts/lua-scripts.js';
-import { grantedIfOne, grantedIfPositive, interpretAcquire, interpretTake } from '../../scripts/script-replies.js';
-import type { QueueEntries } from '../../waiting/queue-entries.js';
+import { Lock, type ReleaseResult } from '../../lock/lock.js';
+import { mismatchWatch, throwMismatch } from '../../rounds/kind-mismatch.js';
 import { inFlight, NOTHING_FREED, refusedAt, type RoundResult } from '../../rounds/quorum-round.js';
+import { roundFailure } from '../../rounds/round-failure.js';
+import { grantedIfOne, grantedIfPositive } from '../../scripts/replies.js';
 import type { RedisNode } from '../../voters/redis-node.js';
 import { replicaWait } from '../../voters/replica-acks.js';
-import { roundFailure, type RoundFailure } from '../../rounds/round-failure.js';
-import { throwMismatch } from '../shared/shared-holds.js';
-import { mismatchWatch } from '../shared/shared-scripts.js';
-import { newToken } from '../../base/token.js';
-import type { VoterAdmission } from '../../voters/voter-admission.js';
+import { HandOffGrants, type HandOffGrant } from '../../waiting/hand-off-grants.js';
+import { lineOf } from '../../waiting/local-hand-over.js';
 import type { Waiter } from '../../waiting/waiter.js';
-import type { EngineRounds } from '../../rounds/engine-rounds.js';
-
-/** What ExclusiveHolds needs of the engine besides its rounds: its queues and registry of held locks. */
-export interface ExclusiveRounds extends EngineRounds {
-  readonly entries: QueueEntries;
-  readonly admission: VoterAdmission;
-  readonly handOver: LocalHandOver;
-  /** A new lock, held since `since` (monotonic ms): registered as the engine registers its locks. */
-  held(lock: Lock, round: RoundResult | undefined, waiter: Waiter, queuing: boolean, since: number): void;
-}
+import { QUEUE_ENTRY_STAY_MS } from '../../waiting/queue-scripts.js';
+import type { AttemptCall, Attempted, GrantCall, HeldBy, HoldKind, KindParts } from '../hold-kind.js';
+import { FREES, TAKES } from './exclusive-batches.js';
+import { ACQUIRE_SCRIPT, EXTEND_SCRIPT, FENCE_SCRIPT, interpretAcquire, interpretTake } from './exclusive-scripts.js';
 
 /**
- * The exclusive lock (a writer; `limit` 1): one acquire attempt, a plain SET NX or the fair
- * queue's script, with the fence round when asked for, and the compare-and-delete of a release.
- * The counterpart of SharedHolds, for the kind every lock has by default.
+ * The exclusive lock (a writer; `limit` 1), the kind every lock has by default: one acquire
+ * attempt is a plain SET NX or the fair queue's script, with the fence round when asked for;
+ * its release is a compare-and-delete. One caller of this process at a time talks to the masters
+ * for a resource, and a release passes the lock to the next of them directly (LocalHandOver), or
+ * the masters grant it to the head of their queue (HandOffGrants).
  */
-export class ExclusiveHolds {
-  constructor(private readonly rounds: ExclusiveRounds) {}
+export class ExclusiveKind implements HoldKind {
+  readonly kind = WRITE;
+  readonly width = 1;
 
-  async attempt(
-    resources: string[],
-    keys: string[],
-    ttlMs: number,
-    attempt: number,
-    fencing: boolean,
-    waiter: Waiter,
-    /** SET NX without the fair queue: a single unfenced key nobody of this process waits for. */
-    plain: boolean,
-    observer: GuardedAcquire | undefined,
-  ): Promise<{ lock: Lock } | RoundFailure> {
+  constructor(private readonly rounds: KindParts) {}
+
+  localLine(line: string): string {
+    return line;
+  }
+
+  /** Even a caller that will not wait lines up: the line tells the first whether a plain SET NX may do. */
+  linesUp(): boolean {
+    return true;
+  }
+
+  holderHere(line: string): Lock | undefined {
+    return this.rounds.handOver.holderOf(line);
+  }
+
+  /** Asleep, a waiter can be handed the lock by a caller of this process releasing it. */
+  sleep(localLine: string, waiter: Waiter, pause: () => Promise<void>, handOver: boolean): Promise<void> {
+    return handOver ? this.rounds.handOver.asleep(localLine, waiter, pause) : pause();
+  }
+
+  /** A single unfenced key only: a fenced lock's fence needs a round of its own. */
+  grantsFor({ keys, fencing, waits }: GrantCall): HandOffGrants | undefined {
+    const { nodes, quorum, options, handsOff } = this.rounds;
+    return waits && !fencing && keys.length === 1 && handsOff ? new HandOffGrants(nodes, quorum, keys[0]!, options.driftFactor) : undefined;
+  }
+
+  extendRequest(lock: Lock, ttlMs: number) {
+    return { script: EXTEND_SCRIPT, keys: lock.keys, args: [lock.token, ttlMs] };
+  }
+
+  async attempt({ resources, keys, ttlMs, attempt, fencing, waiter, uncontended, observer }: AttemptCall): Promise<Attempted> {
+    // SET NX without the fair queue: a single unfenced key nobody of this process waits for.
+    const plain = uncontended && attempt === 1 && keys.length === 1 && !fencing;
     const { entries, names, options, quorum } = this.rounds;
     // A hand-off waiter's tokens share its prefix: a later round takes over what an earlier one was granted.
     const token = waiter.grants ? waiter.grants.tokenFor(attempt) : newToken();
@@ -57,7 +71,8 @@ export class ExclusiveHolds {
     // With replicaAcks, every granting write carries a WAIT (undefined, and no cost, without).
     const acks = replicaWait(options, ttlMs);
     if (plain) {
-      round = await this.rounds.round(ttlMs, interpretTake, this.rounds.vote((node) => node.take(keys[0]!, token, ttlMs, acks)), 'acquire');
+      const take = { key: keys[0]!, token, ttlMs, acks };
+      round = await this.rounds.round(ttlMs, interpretTake, this.rounds.vote((node) => node.batched(TAKES, take)), 'acquire');
     } else {
       if (fencing) scriptKeys.push(...resources.map((r) => names.fence(r)));
       const args = [token, ttlMs, keys.length, waiter.id, waiter.ticket, QUEUE_ENTRY_STAY_MS, waiter.grants?.prefix ?? '', attempt];
@@ -90,14 +105,14 @@ export class ExclusiveHolds {
       this.rounds.handOver.held(lineOf(keys), lock);
       this.rounds.held(lock, plain ? undefined : round, waiter, !plain, end);
       if (!plain) entries.withdrawWhereRefused(resources, waiter, round, token);
-      return { lock };
+      return { lock, roomLeft: false };
     }
     // From now on, masters that refused this round may grant it by hand-off.
     if (!plain) waiter.grants?.failed(asked);
     // Timed-out requests may still be applied, and a late grant may land on any node: clean
     // wherever it did not refuse, behind a scripted acquire only once it has finished (see
     // release). Not awaited: the next round goes out behind it on every connection.
-    const cleanup = this.release(resources, keys, token, ttlMs, plain ? undefined : asked, '', asked);
+    const cleanup = this.#free(resources, keys, token, ttlMs, plain ? undefined : asked, '', asked);
     const found = mismatch?.found();
     if (found) await cleanup;
     throwMismatch(found, resources, WRITE, () => entries.leave(resources, waiter, ''));
@@ -108,13 +123,33 @@ export class ExclusiveHolds {
    * The lock a majority of masters granted `waiter` by hand-off (HandOffGrants), registered as a
    * round's would be; its entries left on masters that did not grant it are withdrawn.
    */
-  handedOff(resources: string[], keys: string[], ttlMs: number, waiter: Waiter, grant: HandOffGrant, observer: GuardedAcquire | undefined): Lock {
+  handedOff({ resources, keys, ttlMs, waiter, observer }: AttemptCall, grant: HandOffGrant): Lock {
     observer?.handedOff(grant.masters.size);
     const lock = new Lock(this.rounds.engine, resources, keys, grant.token, ttlMs, grant.deadline);
     this.rounds.handOver.held(lineOf(keys), lock);
     this.rounds.held(lock, grant.round, waiter, true, monotonicNow());
     this.rounds.entries.withdrawWhereRefused(resources, waiter, grant.round, grant.token, grant.masters);
     return lock;
+  }
+
+  /**
+   * To the next caller of this process waiting for it, if one is; else freed on every master,
+   * and the next caller of this process woken to try.
+   */
+  async release(lock: Lock, held: HeldBy | undefined): Promise<ReleaseResult> {
+    const { handOver, entries, quorum } = this.rounds;
+    const line = lineOf(lock.keys);
+    const passed = held && handOver.offer(lock, line);
+    if (passed) {
+      this.rounds.held(passed.handed, held.round, passed.to, false);
+      // The new holder's queue entries are cleared by its own release; the old holder's, now.
+      if (held.waiterId !== '') entries.leave(lock.resources, held.waiter, lock.token);
+      return { releasedOn: 0, heldUntilRelease: true, nodes: [], handedOver: true };
+    }
+    handOver.released(lock, line);
+    const round = await this.#free(lock.resources, lock.keys, lock.token, lock.ttlMs, held?.round, held?.waiterId ?? '');
+    handOver.wakeNext(line);
+    return { releasedOn: round.granted, heldUntilRelease: round.granted >= quorum, nodes: round.outcomes };
   }
 
   /**
@@ -129,7 +164,7 @@ export class ExclusiveHolds {
    * for it), and the next take on that master does not queue
    * behind a late release.
    */
-  release(
+  #free(
     resources: readonly string[],
     keys: readonly string[],
     token: string,
@@ -141,7 +176,7 @@ export class ExclusiveHolds {
   ): Promise<RoundResult> {
     const { admission, entries } = this.rounds;
     const request = { keys, queueKeys: entries.keys(resources), token, waiterId };
-    const free = (node: RedisNode) => node.free(request);
+    const free = (node: RedisNode) => node.batched(FREES, request);
     const release = failed ? (node: RedisNode, index: number) => (refusedAt(failed, index) ? NOTHING_FREED : free(node)) : free;
     const send = (node: RedisNode, index: number) => {
       const pending = inFlight(scriptRound, index);

@@ -1,0 +1,92 @@
+import type { GuardedAcquire } from '../lock/instrumentation-guard.js';
+import type { LockKind } from '../lock/lock-kind.js';
+import type { Lock, ReleaseResult } from '../lock/lock.js';
+import type { LuaScript } from '../scripts/lua-script.js';
+import type { EngineRounds } from '../rounds/engine-rounds.js';
+import type { RoundResult } from '../rounds/quorum-round.js';
+import type { RoundFailure } from '../rounds/round-failure.js';
+import type { VoterAdmission } from '../voters/voter-admission.js';
+import type { HandOffGrant, HandOffGrants } from '../waiting/hand-off-grants.js';
+import type { LocalHandOver } from '../waiting/local-hand-over.js';
+import type { LocalQueue } from '../waiting/local-queue.js';
+import type { QueueEntries } from '../waiting/queue-entries.js';
+import type { Waiter } from '../waiting/waiter.js';
+
+/**
+ * A lock kind (the exclusive lock, readers, permits of a semaphore): how a hold of it is taken,
+ * extended and given back on the masters, and how this process's callers after it line up. The
+ * acquire loop (acquire/lock-acquirer.ts) and the engine know a kind only through this; each kind
+ * lives in its own folder with its scripts, and is made in one place (kinds/kinds.ts).
+ */
+export interface HoldKind {
+  /** What the kind is, as a lock reports it and errors name it. */
+  readonly kind: LockKind;
+  /**
+   * How many of this process's callers for the same resources may talk to the masters at once.
+   * 1: one at a time, and a lock can pass from one to the next without the masters (hand-over).
+   */
+  readonly width: number;
+  /** This process's line for the lock keys `line` (see lineOf): kinds that share stand apart from writers. */
+  localLine(line: string): string;
+  /** Whether a caller that will not wait still lines up behind this process's earlier callers. */
+  linesUp(waits: boolean): boolean;
+  /** One acquire attempt: a round (or two, with fencing), the lock if a majority granted it in time. */
+  attempt(call: AttemptCall): Promise<Attempted>;
+  /** A caller of this process that holds `line` now, whom a new caller waits for instead of asking the masters. */
+  holderHere(line: string): Lock | undefined;
+  /** Between rounds: sleeps `pause`, where a release or a grant in this process can wake the waiter sooner. */
+  sleep(localLine: string, waiter: Waiter, pause: () => Promise<void>, handOver: boolean): Promise<void>;
+  /** For a caller that waits: the masters may grant it the lock when it is released (server-side hand-off). */
+  grantsFor(call: GrantCall): HandOffGrants | undefined;
+  /** The lock a majority granted by hand-off (only for a waiter given `grantsFor`' grants). */
+  handedOff(call: AttemptCall, grant: HandOffGrant): Lock;
+  /** The extension round's request. */
+  extendRequest(lock: Lock, ttlMs: number): { script: LuaScript; keys: readonly string[]; args: readonly (string | number)[] };
+  /** Gives the hold back on every master (or to a caller of this process waiting for it). */
+  release(lock: Lock, held: HeldBy | undefined): Promise<ReleaseResult>;
+}
+
+/** One acquire attempt's arguments. */
+export interface AttemptCall {
+  readonly resources: string[];
+  /** The lock keys, one per resource. */
+  readonly keys: string[];
+  readonly ttlMs: number;
+  /** 1 for the call's first round. */
+  readonly attempt: number;
+  readonly fencing: boolean;
+  readonly waiter: Waiter;
+  /** Nobody of this process is after these resources: a first try may skip the masters' queue. */
+  readonly uncontended: boolean;
+  readonly observer: GuardedAcquire | undefined;
+}
+
+export interface GrantCall {
+  readonly keys: string[];
+  readonly fencing: boolean;
+  readonly waits: boolean;
+}
+
+/** A lock, with `roomLeft` when another caller of the same kind may get a hold at once too. */
+export type Attempted = { lock: Lock; roomLeft: boolean } | RoundFailure;
+
+/** How a lock being released was acquired. */
+export interface HeldBy {
+  /** The winning round (undefined: taken without a scripted round, or handed over). */
+  readonly round: RoundResult | undefined;
+  readonly waiter: Waiter;
+  /** The waiter's id when a master may still hold a queue entry of it, else ''. */
+  readonly waiterId: string;
+}
+
+/** What a kind uses of its engine. */
+export interface KindParts extends EngineRounds {
+  readonly entries: QueueEntries;
+  readonly admission: VoterAdmission;
+  readonly localQueue: LocalQueue;
+  readonly handOver: LocalHandOver;
+  /** Whether releases may grant locks to the head of the masters' queue (see HandOffGrants). */
+  readonly handsOff: boolean;
+  /** A new hold, held since `since` (monotonic ms): registered as the engine registers its locks. */
+  held(lock: Lock, round: RoundResult | undefined, waiter: Waiter, queuing: boolean, since?: number): void;
+}

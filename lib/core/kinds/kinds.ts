@@ -1,0 +1,28 @@
+import type { LockKind } from '../lock/lock-kind.js';
+import { ExclusiveKind } from './exclusive/exclusive-kind.js';
+import type { HoldKind, KindParts } from './hold-kind.js';
+import { PermitKind } from './permit/permit-kind.js';
+import { ReadKind } from './read/read-kind.js';
+
+/** Every lock kind, by the `type` a caller's options parse into (lock/lock-kind.ts): one line each. */
+const KINDS: Record<LockKind['type'], (parts: KindParts, kind: LockKind) => HoldKind> = {
+  write: (parts) => new ExclusiveKind(parts),
+  read: (parts, kind) => new ReadKind(parts, kind),
+  permit: (parts, kind) => new PermitKind(parts, kind),
+};
+
+/** One engine's kinds, each made at its first use (a semaphore's kind per limit). */
+export class Kinds {
+  readonly #made = new Map<string, HoldKind>();
+
+  constructor(private readonly parts: KindParts) {}
+
+  of(kind: LockKind): HoldKind {
+    let made = this.#made.get(kind.name);
+    if (!made) {
+      made = KINDS[kind.type](this.parts, kind);
+      this.#made.set(kind.name, made);
+    }
+    return made;
+  }
+}
