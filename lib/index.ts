@@ -51,6 +51,7 @@ export {
   type ExtensionOutcome,
   type LockedRoutine,
   type LockMode,
+  type LockSummary,
   type LostReason,
   type MasterAddress,
   type MasterFailure,
@@ -66,6 +67,7 @@ export {
   type RedlockLogger,
   type RedlockOptions,
   type ReleaseResult,
+  type RoundOperation,
   type UsingOptions,
   type WaitOptions,
 } from './core/index.js';

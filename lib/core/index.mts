@@ -24,6 +24,7 @@ export {
   type ExtensionOutcome,
   type LockedRoutine,
   type LockMode,
+  type LockSummary,
   type LostReason,
   type MasterAddress,
   type MasterFailure,
@@ -39,6 +40,7 @@ export {
   type RedlockLogger,
   type RedlockOptions,
   type ReleaseResult,
+  type RoundOperation,
   type UsingOptions,
   type WaitOptions,
 } from './index.js';

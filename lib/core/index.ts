@@ -2,7 +2,7 @@ export { Redlock } from './redlock.js';
 export type { AcquireOptions, UsingOptions, LockedRoutine } from './lock/acquire-options.js';
 export type { LockMode } from './lock/lock-kind.js';
 export type { RedlockEngine } from './redlock-engine.js';
-export { Lock, type ReleaseResult } from './lock/lock.js';
+export { Lock, type LockSummary, type ReleaseResult } from './lock/lock.js';
 export { LockSession } from './acquire/lock-session.js';
 export type { NodeOutcome, NodeStatus } from './base/node-outcome.js';
 export type {
@@ -16,6 +16,7 @@ export type {
   MasterFailure,
   MasterOperation,
   RedlockInstrumentation,
+  RoundOperation,
 } from './lock/instrumentation.js';
 export { type RedlockOptions, type RedlockLogger, type WaitOptions } from './lock/redlock-options.js';
 export { MAX_TTL_MS } from './base/argument-checks.js';

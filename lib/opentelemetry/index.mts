@@ -36,4 +36,5 @@ export {
   type MasterOperation,
   type RedlockInstrumentation,
   type RedlockTelemetryOptions,
+  type RoundOperation,
 } from './index.js';

@@ -37,4 +37,5 @@ export type {
   MasterFailure,
   MasterOperation,
   RedlockInstrumentation,
+  RoundOperation,
 } from '../core/index.js';

@@ -1,5 +1,6 @@
 import { roundResumesInMs, type NodeOutcome } from './node-outcome.js';
 
+/** The stable `code` of each `RedlockError` subclass: match on it across package copies, or send it to a client. */
 export type RedlockErrorCode =
   | 'LOCK_HELD'
   | 'QUORUM_UNREACHABLE'
@@ -111,6 +112,10 @@ export class ExtensionLimitError extends RedlockError {
   }
 }
 
+/**
+ * A call or option the engine refuses before doing anything (a ttl out of range, an empty
+ * resource list, an option of the wrong type); `argument` names it and `value` is what was given.
+ */
 export class InvalidArgumentError extends RedlockError {
   readonly code = 'INVALID_ARGUMENT';
 

@@ -5,6 +5,7 @@
  */
 export type NodeStatus = 'granted' | 'refused' | 'error' | 'timeout' | 'quarantined' | 'pending';
 
+/** What one master answered in one round, as errors and release results report it. */
 export interface NodeOutcome {
   readonly node: string;
   status: NodeStatus;

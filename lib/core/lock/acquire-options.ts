@@ -7,6 +7,7 @@ import type { WaitOptions } from './redlock-options.js';
 // What a call of acquire, tryAcquire, using or enter is given, and its checks. Here, below the
 // engine and its acquire path, so both can name these types without importing each other.
 
+/** Options of one `acquire` or `tryAcquire` call: how it waits, and what kind of lock it takes. */
 export interface AcquireOptions extends WaitOptions {
   /** Cancels waiting; the acquire then rejects with AcquireAbortedError and holds nothing. */
   signal?: AbortSignal;
@@ -18,11 +19,16 @@ export interface AcquireOptions extends WaitOptions {
   limit?: number;
 }
 
+/** Options of `using` and `enter` (and of `@WithLock` calls): those of `acquire`, and auto-extension. */
 export interface UsingOptions extends AcquireOptions {
   /** Extend the lock while the routine runs. Default true. */
   autoExtend?: boolean;
 }
 
+/**
+ * The work `using` runs under the lock. `signal` aborts when the lock is lost (its reason a
+ * `LockLostError`): pass it to what you call, or check it before each step that relies on the lock.
+ */
 export type LockedRoutine<T> = (signal: AbortSignal, lock: Lock) => Promise<T>;
 
 /**

@@ -188,7 +188,7 @@ export class Lock {
     return this.#holding;
   }
 
-  /** @internal */
+  // @internal with its getter (TSDoc takes a property's comment from the getter only).
   set holding(holding: unknown) {
     this.#holding = holding;
   }

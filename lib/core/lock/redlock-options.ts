@@ -5,6 +5,7 @@ import type { RedlockInstrumentation } from './instrumentation.js';
 /** Followed by a process id: the channel on which the masters wake that process's queue heads. */
 export const WAKE_CHANNEL_PREFIX = 'redlock-wake:';
 
+/** Where the engine writes its warnings (a Nest `Logger`, `console`, anything with `warn`). */
 export interface RedlockLogger {
   warn(message: string): void;
 }
@@ -21,6 +22,7 @@ export interface WaitOptions {
   retryJitterMs?: number;
 }
 
+/** The engine's options (`new Redlock(clients, options)`, or `RedlockModule.forRoot`): every one optional. */
 export interface RedlockOptions extends WaitOptions {
   /** Prepended to every resource name to form the Redis key. Default `"redlock:"`. */
   keyPrefix?: string;

@@ -25,6 +25,7 @@ export interface MasterHealth {
   readonly error?: string;
 }
 
+/** What `checkMasters()` reports: whether a lock could be granted now, and each master's state. */
 export interface MastersHealth {
   readonly quorum: number;
   /** Masters whose votes would count now. */

@@ -1,5 +1,6 @@
 import { NodeQuarantinedError, type NodeRestart, type RedisNode } from './redis-node.js';
 
+/** The engine's `'quarantine'` event: a master's votes stop counting for a while, and why. */
 export interface QuarantineNotice {
   readonly node: string;
   readonly reason: NodeRestart['reason'];

@@ -6,9 +6,9 @@ import type { RedisNode } from './redis-node.js';
 import { isSentinelManaged, watchSentinels } from './sentinel-voter.js';
 
 /**
- * How a voter repeats another: `same server` (one server under two names: same run_id), `same
- * cluster` (two Cluster clients of one Redis Cluster: a node id in common), `cluster node` (a
- * plain client of a node of a Redis Cluster that is a voter as a whole).
+ * How a voter repeats another: `same server` (one server under two names: same run_id),
+ * `same cluster` (two Cluster clients of one Redis Cluster: a node id in common),
+ * `cluster node` (a plain client of a node of a Redis Cluster that is a voter as a whole).
  */
 export type DuplicateKind = 'same server' | 'same cluster' | 'cluster node';
 
