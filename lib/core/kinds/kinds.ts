@@ -1,6 +1,6 @@
 import type { LockKind } from '../lock/lock-kind.js';
 import { ExclusiveKind } from './exclusive/exclusive-kind.js';
-import type { HoldKind, KindParts } from './hold-kind.js';
+import type { HoldKind, HoldKinds, KindParts } from './hold-kind.js';
 import { PermitKind } from './permit/permit-kind.js';
 import { ReadKind } from './read/read-kind.js';
 
@@ -12,7 +12,7 @@ const KINDS: Record<LockKind['type'], (parts: KindParts, kind: LockKind) => Hold
 };
 
 /** One engine's kinds, each made at its first use (a semaphore's kind per limit). */
-export class Kinds {
+export class Kinds implements HoldKinds {
   readonly #made = new Map<string, HoldKind>();
 
   constructor(private readonly parts: KindParts) {}
