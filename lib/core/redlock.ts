@@ -23,7 +23,7 @@ import { isSentinelManaged } from './voters/sentinel-voter.js';
 import { nodeTimeoutMs, resolveOptions, type RedlockOptions, type ResolvedRedlockOptions, type WaitOptions } from './lock/redlock-options.js';
 import { checkProbeTimeout, checkTtl } from './base/argument-checks.js';
 import type { LockMode } from './lock/lock-kind.js';
-import { Kinds } from './kinds/kinds.js';
+import { redisKinds } from './kinds/kinds.js';
 import type { EngineRounds } from './rounds/engine-rounds.js';
 
 export interface AcquireOptions extends WaitOptions {
@@ -102,7 +102,7 @@ export class Redlock extends EventEmitter implements LockEngine {
       !this.nodes.some((node) => node instanceof ClusterVoter || isSentinelManaged(node.client.options));
     this.quorum = Math.floor(this.nodes.length / 2) + 1;
     const localQueue = new LocalQueue();
-    const kinds = new Kinds({
+    const kinds = redisKinds({
       ...rounds,
       entries,
       admission: this.#admission,
