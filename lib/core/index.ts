@@ -1,4 +1,5 @@
-export { Redlock, type AcquireOptions, type UsingOptions, type LockedRoutine } from './redlock.js';
+export { Redlock } from './redlock.js';
+export type { AcquireOptions, UsingOptions, LockedRoutine } from './lock/acquire-options.js';
 export type { LockMode } from './lock/lock-kind.js';
 export type { RedlockEngine } from './redlock-engine.js';
 export { Lock, type ReleaseResult } from './lock/lock.js';

@@ -20,29 +20,14 @@ import { wakeFailureReporter } from './waiting/wake-subscriber.js';
 import { RestartQuarantine, type QuarantineNotice } from './voters/restart-quarantine.js';
 import { repeats, VoterAdmission, type DuplicateMaster } from './voters/voter-admission.js';
 import { isSentinelManaged } from './voters/sentinel-voter.js';
-import { nodeTimeoutMs, resolveOptions, type RedlockOptions, type ResolvedRedlockOptions, type WaitOptions } from './lock/redlock-options.js';
+import { nodeTimeoutMs, resolveOptions, type RedlockOptions, type ResolvedRedlockOptions } from './lock/redlock-options.js';
 import { checkProbeTimeout, checkTtl } from './base/argument-checks.js';
-import type { LockMode } from './lock/lock-kind.js';
+import type { AcquireOptions, LockedRoutine, UsingOptions } from './lock/acquire-options.js';
 import { redisKinds } from './kinds/kinds.js';
 import type { EngineRounds } from './rounds/engine-rounds.js';
 
-export interface AcquireOptions extends WaitOptions {
-  /** Cancels waiting; the acquire then rejects with AcquireAbortedError and holds nothing. */
-  signal?: AbortSignal;
-  /** Give this lock a fencing token (`lock.fence`); overrides the engine's `fencing` option. */
-  fencing?: boolean;
-  /** `'read'`: shared with other readers, exclusive of writers. Default `'write'`: the exclusive lock. */
-  mode?: LockMode;
-  /** At most this many holders at once (a semaphore; each holds a permit). Default 1: the exclusive lock. */
-  limit?: number;
-}
-
-export interface UsingOptions extends AcquireOptions {
-  /** Extend the lock while the routine runs. Default true. */
-  autoExtend?: boolean;
-}
-
-export type LockedRoutine<T> = (signal: AbortSignal, lock: Lock) => Promise<T>;
+// Named here too: the Nest layer imports a call's options from the engine it calls.
+export type { AcquireOptions, LockedRoutine, UsingOptions };
 
 /**
  * The Redlock algorithm over N independent Redis masters: a lock is held when a majority

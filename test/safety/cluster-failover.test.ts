@@ -17,7 +17,7 @@ import { KINDS, loopWorker, range, tally, type Kind } from './support/scenario-k
 import { anotherEpisode, CONTROL_EXTRA_MS, MAX_SHORT_HOLDS, takeoverViolations, WholeHold } from './support/whole-hold.js';
 
 // Redis Cluster shard failovers to replicas that missed live locks (spec section 5, the restart
-// quarantine, for a shard master replaced behind a slot: lib/core/shard-quarantine.ts).
+// quarantine, for a shard master replaced behind a slot: lib/core/voters/shard-quarantine.ts).
 //
 // Three voters: one Redis Cluster (3 shards, one replica each) and two standalone masters.
 // Worker processes lock three resources, one in each shard, through all three voters all along,

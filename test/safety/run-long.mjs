@@ -201,7 +201,7 @@ function report({ results, minutes, started, finished, info, command, exitCode, 
       'round when `ttl - elapsed - drift > 0`; a round slower than about half the ttl therefore returned a lock ' +
       'that had expired on arrival (`remainingMs()` 0, signal firing at once), and an extension could likewise ' +
       '"succeed" into the past. A lock or an extension now needs `validity > elapsed` (`validityLeftMs` in ' +
-      '`lib/core/clock.ts`); regression test in `test/core/validity-left.test.ts`.',
+      '`lib/core/base/clock.ts`); regression test in `test/core/validity-left.test.ts`.',
     '- **Fixed (liveness, not safety):** when two contenders split the votes, the winner\'s entry in the ' +
       'masters\' waiter queue used to stay, on the masters that refused it, until it died (up to the blocking ' +
       'key\'s ttl plus one second); had the holder crashed, the next holder would have come about a second after ' +

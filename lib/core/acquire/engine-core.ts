@@ -1,10 +1,9 @@
 import { monotonicNow, validityLeftMs } from '../base/clock.js';
 import { LockHeldError, LockLostError } from '../base/errors.js';
-import { oneRound } from '../base/argument-checks.js';
 import { extensionOutcome } from '../lock/instrumentation-guard.js';
 import { startExtension, type Lock, type ReleaseResult } from '../lock/lock.js';
 import { roundFailure } from '../rounds/round-failure.js';
-import type { AcquireOptions, LockedRoutine, UsingOptions } from '../redlock.js';
+import { checkCall, oneRound, type AcquireOptions, type LockedRoutine, type UsingOptions } from '../lock/acquire-options.js';
 import type { Acquisition, HeldLocks } from './held-locks.js';
 import { LockAcquirer, type AcquirerParts } from './lock-acquirer.js';
 import { enterSession, runInSession, type LockSession, type SessionEngine } from './lock-session.js';
@@ -22,27 +21,30 @@ export interface CoreParts extends AcquirerParts {
  * (its kinds above all) and passes its public calls, and its locks' (LockEngine), on to this.
  */
 export class EngineCore {
-  readonly #owner: SessionEngine;
   readonly #parts: CoreParts;
   readonly #acquirer: LockAcquirer;
+  readonly #sessions: SessionEngine;
 
   constructor(
-    /** The engine: what sessions are scoped by (currentScope), and whose `acquire` they call. */
-    owner: SessionEngine,
+    /** The engine: what sessions are scoped by (currentScope). */
+    engine: object,
     parts: CoreParts,
   ) {
-    this.#owner = owner;
     this.#parts = parts;
     this.#acquirer = new LockAcquirer(parts);
+    const acquireChecked = (list: string[], ttlMs: number, options: UsingOptions) => this.#acquirer.acquire(list, ttlMs, options, true);
+    this.#sessions = { engine, maxResources: parts.options.maxResources, acquireChecked };
   }
 
-  acquire(resources: string | readonly string[], ttlMs: number, options: AcquireOptions): Promise<Lock> {
-    return this.#acquirer.acquire(resources, ttlMs, options, true);
+  /** Async: a call's bad argument rejects the promise, as everything else that goes wrong does. */
+  async acquire(resources: string | readonly string[], ttlMs: number, options: AcquireOptions): Promise<Lock> {
+    return this.#acquirer.acquire(checkCall(resources, ttlMs, options, this.#parts.options.maxResources), ttlMs, options, true);
   }
 
   async tryAcquire(resources: string | readonly string[], ttlMs: number, options: Pick<AcquireOptions, 'fencing' | 'mode' | 'limit'>): Promise<Lock | null> {
+    const list = checkCall(resources, ttlMs, options, this.#parts.options.maxResources);
     try {
-      return await this.#acquirer.acquire(resources, ttlMs, oneRound(options), false);
+      return await this.#acquirer.acquire(list, ttlMs, oneRound(options), false);
     } catch (error) {
       if (error instanceof LockHeldError) return null;
       throw error;
@@ -54,7 +56,7 @@ export class EngineCore {
   }
 
   enter(resources: string | readonly string[], ttlMs: number, options: UsingOptions): Promise<LockSession> {
-    return enterSession(this.#owner, resources, ttlMs, options);
+    return enterSession(this.#sessions, resources, ttlMs, options);
   }
 
   get heldLocks(): ReadonlySet<Lock> {

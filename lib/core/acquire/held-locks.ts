@@ -9,7 +9,7 @@ import type { Waiter } from '../waiting/waiter.js';
 export interface Acquisition {
   /**
    * The winning round if it ran a script: a release must not overtake its requests still in
-   * flight (see ExclusiveHolds.release). Undefined for plain SETs, which nothing re-sends out of order.
+   * flight (see ExclusiveKind.release). Undefined for plain SETs, which nothing re-sends out of order.
    */
   readonly round: RoundResult | undefined;
   /** The waiter id the lock queued under (its release clears that entry everywhere). */

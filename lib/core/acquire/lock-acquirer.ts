@@ -8,9 +8,8 @@ import type { Lock } from '../lock/lock.js';
 import { lineOf } from '../waiting/local-hand-over.js';
 import type { LocalQueue } from '../waiting/local-queue.js';
 import type { QueueLeaving } from '../waiting/queue-entries.js';
-import type { AcquireOptions } from '../redlock.js';
+import type { AcquireOptions } from '../lock/acquire-options.js';
 import { resolveWait, type ResolvedRedlockOptions } from '../lock/redlock-options.js';
-import { checkCallOptions, checkResources, checkTtl } from '../base/argument-checks.js';
 import type { WakeupSource } from '../waiting/release-wakeups.js';
 import type { RestartQuarantine } from '../voters/restart-quarantine.js';
 import type { HoldKind, HoldKinds } from '../kinds/hold-kind.js';
@@ -57,11 +56,9 @@ export class LockAcquirer {
     this.#parts = parts;
   }
 
-  async acquire(resources: string | readonly string[], ttlMs: number, options: AcquireOptions, queues: boolean): Promise<Lock> {
+  /** `list`, `ttlMs` and `options` as checkCall passed them: the engine's entry points check a call once. */
+  async acquire(list: string[], ttlMs: number, options: AcquireOptions, queues: boolean): Promise<Lock> {
     const { options: engineOptions, localQueue, entries } = this.#parts;
-    const list = checkResources(resources, engineOptions.maxResources);
-    checkTtl('ttlMs', ttlMs);
-    checkCallOptions(options);
     const wait = resolveWait(options, engineOptions);
     const kind = this.#parts.kinds.of(kindOf(options));
     this.#parts.quarantine?.observeTtl(ttlMs);

@@ -3,8 +3,7 @@ import { autoExtend } from './auto-extender.js';
 import { InvalidArgumentError, LockKindMismatchError, LockUpgradeError } from '../base/errors.js';
 import { kindOf, type LockKind } from '../lock/lock-kind.js';
 import type { Lock, LockEndListener, ReleaseResult } from '../lock/lock.js';
-import type { AcquireOptions, LockedRoutine, UsingOptions } from '../redlock.js';
-import { checkCallOptions, checkResources, checkTtl } from '../base/argument-checks.js';
+import { checkCall, type LockedRoutine, type UsingOptions } from '../lock/acquire-options.js';
 
 /** The locks the current async context holds on one engine, and the signal that covers them all. */
 export interface LockScope {
@@ -158,18 +157,20 @@ function isLive(lock: Lock): boolean {
 
 /** What entering a session asks of an engine: the production engine and the in-memory one alike. */
 export interface SessionEngine {
-  readonly options: { readonly maxResources: number };
-  acquire(resources: readonly string[], ttlMs: number, options: AcquireOptions): Promise<Lock>;
+  /** Whose holds a session's scope records: what `currentScope` is asked with. */
+  readonly engine: object;
+  readonly maxResources: number;
+  /** Acquires resources that enterSession has checked (checkCall), without checking them again. */
+  acquireChecked(resources: string[], ttlMs: number, options: UsingOptions): Promise<Lock>;
 }
 
 /**
  * `enter` of every engine: acquires (or re-enters, when this context already holds every
  * resource) and starts auto-extension. Only the resources not yet held are acquired.
  */
-export async function enterSession(engine: SessionEngine, resources: string | readonly string[], ttlMs: number, options: UsingOptions): Promise<LockSession> {
-  const list = checkResources(resources, engine.options.maxResources);
-  checkTtl('ttlMs', ttlMs);
-  checkCallOptions(options);
+export async function enterSession(sessions: SessionEngine, resources: string | readonly string[], ttlMs: number, options: UsingOptions): Promise<LockSession> {
+  const list = checkCall(resources, ttlMs, options, sessions.maxResources);
+  const { engine } = sessions;
   const kind = kindOf(options);
   const outer = currentScope(engine);
   // A hold released, lost or out of validity satisfies nothing: a task started inside `using`
@@ -184,7 +185,7 @@ export async function enterSession(engine: SessionEngine, resources: string | re
     }
   }
   const missing = inherited ? list.filter((resource) => !inherited.has(resource)) : list;
-  const lock = await engine.acquire(missing, ttlMs, options);
+  const lock = await sessions.acquireChecked(missing, ttlMs, options);
   const stop = options.autoExtend === false ? undefined : autoExtend(lock, ttlMs);
   const locks = new Map(inherited);
   for (const resource of lock.resources) locks.set(resource, lock);

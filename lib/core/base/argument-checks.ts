@@ -1,5 +1,4 @@
 import { InvalidArgumentError } from './errors.js';
-import type { WaitOptions } from '../lock/redlock-options.js';
 
 // The checks every argument of a call goes through before anything is sent: each a typed error
 // that names the argument, the value and what was expected.
@@ -66,55 +65,3 @@ export function checkProbeTimeout(timeoutMs: unknown): number {
   }
   return timeoutMs;
 }
-
-/** What a call of acquire, tryAcquire, using or enter may be given. */
-export interface CallOptions extends WaitOptions {
-  readonly signal?: AbortSignal;
-  readonly fencing?: boolean;
-  readonly autoExtend?: boolean;
-}
-
-/**
- * Per-call options, before anything is taken: an object, and every option given (anything but
- * undefined) of its type, so `fencing: 'false'` is refused rather than read as true. `mode` and
- * `limit` are checked where the kind is read (kindOf). Runs on every call: it reads each key once
- * and checks only those present.
- */
-export function checkCallOptions(options: CallOptions | null): void {
-  if (options === null || typeof options !== 'object' || Array.isArray(options)) {
-    throw new InvalidArgumentError('options', options, 'expected an object of acquire options');
-  }
-  const { signal, fencing, autoExtend, retryCount, waitTimeoutMs, retryDelayMs, retryJitterMs } = options;
-  // A look-alike signal would fail in a timer later.
-  if (signal !== undefined) checkSignal(signal);
-  if (fencing !== undefined) checkFlag('fencing', fencing);
-  if (autoExtend !== undefined) checkFlag('autoExtend', autoExtend);
-  // Checked here too, not only when the wait is resolved: a reentrant call resolves none.
-  if (retryCount !== undefined) checkCount('retryCount', retryCount);
-  if (waitTimeoutMs !== undefined) checkDelay('waitTimeoutMs', waitTimeoutMs);
-  if (retryDelayMs !== undefined) checkDelay('retryDelayMs', retryDelayMs);
-  if (retryJitterMs !== undefined) checkDelay('retryJitterMs', retryJitterMs);
-}
-
-/**
- * tryAcquire's options as acquire takes them: one round, no waiting. Checked first, as spreading
- * something that is not an object (a string, null) would quietly make options of it.
- */
-export function oneRound<T extends object>(options: T): T & { readonly retryCount: 0 } {
-  checkCallOptions(options);
-  return { ...options, retryCount: 0 };
-}
-
-/** An AbortSignal, or anything that behaves as one (a signal of another realm or a polyfill). */
-function checkSignal(signal: unknown): AbortSignal {
-  const candidate = signal as Partial<AbortSignal> | null;
-  const usable =
-    candidate !== null &&
-    typeof candidate === 'object' &&
-    typeof candidate.aborted === 'boolean' &&
-    typeof candidate.addEventListener === 'function' &&
-    typeof candidate.removeEventListener === 'function';
-  if (!usable) throw new InvalidArgumentError('signal', signal, 'expected an AbortSignal');
-  return signal as AbortSignal;
-}
-

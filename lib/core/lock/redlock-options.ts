@@ -266,7 +266,10 @@ function given<T, D>(value: T | undefined, fallback: D): T | D {
   return value === undefined ? fallback : value;
 }
 
-/** Per-call wait settings over the instance's, validated the same way. */
+/**
+ * Wait settings over a base: an engine's options over the defaults, validated here, or a call's
+ * over its engine's, which checkCall validated where the call entered the engine.
+ */
 export function resolveWait(
   overrides: WaitOptions,
   base: Required<WaitOptions>,
@@ -276,15 +279,17 @@ export function resolveWait(
     overrides.waitTimeoutMs !== undefined ||
     overrides.retryDelayMs !== undefined ||
     overrides.retryJitterMs !== undefined;
-  // Nothing per call: the engine's own settings, checked when they were resolved. Only those:
+  // Over an engine's own settings (checked when they were resolved): a call's. Only those:
   // other bases (the defaults) carry more than wait settings, and are spread by the caller.
-  if (!overridden && checkedWaits.has(base)) return base;
+  const overEngine = checkedWaits.has(base);
+  if (!overridden && overEngine) return base;
   const wait = {
     retryCount: given(overrides.retryCount, base.retryCount),
     waitTimeoutMs: given(overrides.waitTimeoutMs, base.waitTimeoutMs),
     retryDelayMs: given(overrides.retryDelayMs, base.retryDelayMs),
     retryJitterMs: given(overrides.retryJitterMs, base.retryJitterMs),
   };
+  if (overEngine) return wait;
   checkCount('retryCount', wait.retryCount);
   checkDelay('waitTimeoutMs', wait.waitTimeoutMs);
   checkDelay('retryDelayMs', wait.retryDelayMs);

@@ -8,7 +8,7 @@ import type { LuaScript } from '../scripts/lua-script.js';
 import { grantedIfOne } from '../scripts/replies.js';
 import { replicaWait } from '../voters/replica-acks.js';
 
-/** What each kind's rounds (ExclusiveHolds, SharedHolds) need of the engine: its rounds, votes and key names. */
+/** What each kind's rounds (ExclusiveKind, SharedKind) need of the engine: its rounds, votes and key names. */
 export interface EngineRounds {
   readonly engine: LockEngine;
   /** The voters, in the order of every round's outcomes. */
