@@ -1,4 +1,4 @@
-import { LIMIT, OURS, type LibraryId } from '../adapters/index.js';
+import { LIMIT, OURS_AND_BASE, type LibraryId } from '../adapters/index.js';
 import { ascending, percentile } from '../support/stats.js';
 import { runHotKey, type HotKeyShape } from './hot-key-run.js';
 import type { WorkerJob, WorkerReport } from './hot-key-worker.js';
@@ -31,7 +31,7 @@ const waitMetrics = [
 export const hotSemaphore: Scenario<SemaphoreParams> = {
   id: 'hot-semaphore',
   title: '3b. Hot semaphore: limit 4, 4 processes x 5 workers, 2 ms critical section',
-  libraries: [OURS, 'redis-semaphore', LIMIT],
+  libraries: [...OURS_AND_BASE, 'redis-semaphore', LIMIT],
   limitMetric: 'throughput',
   method: (p) =>
     `As scenario 3, but each acquire asks for a permit of a semaphore of limit ${p.limit} ` +
@@ -70,7 +70,7 @@ function readWrite(id: string, title: string, readShare: number): Scenario<ReadW
   return {
     id,
     title,
-    libraries: [OURS],
+    libraries: OURS_AND_BASE,
     method: (p) =>
       `As scenario 3, each acquire a reader with probability ${p.readShare} (\`{ mode: 'read' }\`), else a writer, ` +
       `${p.processes} processes x ${p.workersPerProcess} workers, ${p.durationMs / 1000} s. No Node library has a ` +
