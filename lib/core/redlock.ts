@@ -1,34 +1,29 @@
 import { EventEmitter } from 'node:events';
 import type { Redis } from 'ioredis';
-import { monotonicNow, validityLeftMs } from './base/clock.js';
-import { LockHeldError, LockLostError } from './base/errors.js';
-import { HeldLocks, type Acquisition } from './acquire/held-locks.js';
-import { Lock, startExtension, type LockEngine, type ReleaseResult } from './lock/lock.js';
+import { HeldLocks } from './acquire/held-locks.js';
+import type { Lock, LockEngine, ReleaseResult } from './lock/lock.js';
 import type { MasterFailure, RoundOperation } from './lock/instrumentation.js';
-import { extensionOutcome, InstrumentationGuard } from './lock/instrumentation-guard.js';
-import { enterSession, LockSession, runInSession, type SessionEngine } from './acquire/lock-session.js';
+import { InstrumentationGuard } from './lock/instrumentation-guard.js';
+import type { LockSession } from './acquire/lock-session.js';
+import { EngineCore } from './acquire/engine-core.js';
 import { checkMasters, type MastersHealth } from './voters/master-health.js';
-import { grantedIfOne } from './scripts/replies.js';
 import { runRound, type RoundReply, type RoundResult } from './rounds/quorum-round.js';
 import type { RedisNode } from './voters/redis-node.js';
 import { prepareClusterVoters, votersFrom } from './voters/voters.js';
 import { ClusterVoter } from './voters/cluster-voter.js';
 import { KeyNames } from './rounds/key-names.js';
-import { replicaWait } from './voters/replica-acks.js';
 import { LocalHandOver } from './waiting/local-hand-over.js';
 import { LocalQueue } from './waiting/local-queue.js';
 import { QueueEntries } from './waiting/queue-entries.js';
 import { ReleaseWakeups } from './waiting/release-wakeups.js';
 import { wakeFailureReporter } from './waiting/wake-subscriber.js';
-import { roundFailure } from './rounds/round-failure.js';
 import { RestartQuarantine, type QuarantineNotice } from './voters/restart-quarantine.js';
 import { repeats, VoterAdmission, type DuplicateMaster } from './voters/voter-admission.js';
-import { LockAcquirer } from './acquire/lock-acquirer.js';
 import { isSentinelManaged } from './voters/sentinel-voter.js';
 import { nodeTimeoutMs, resolveOptions, type RedlockOptions, type ResolvedRedlockOptions } from './lock/redlock-options.js';
 import { checkProbeTimeout, checkTtl } from './base/argument-checks.js';
-import { checkCall, oneRound, type AcquireOptions, type LockedRoutine, type UsingOptions } from './lock/acquire-options.js';
-import { Kinds } from './kinds/kinds.js';
+import type { AcquireOptions, LockedRoutine, UsingOptions } from './lock/acquire-options.js';
+import { redisKinds } from './kinds/kinds.js';
 import type { EngineRounds } from './rounds/engine-rounds.js';
 
 // Named here too: the Nest layer imports a call's options from the engine it calls.
@@ -46,18 +41,11 @@ export class Redlock extends EventEmitter implements LockEngine {
   /** floor(N/2) + 1. */
   readonly quorum: number;
   readonly options: ResolvedRedlockOptions;
-  readonly #held: HeldLocks;
   readonly #quarantine: RestartQuarantine | undefined;
   readonly #admission: VoterAdmission;
   readonly #wakeups: ReleaseWakeups | undefined;
-  readonly #localQueue = new LocalQueue();
-  readonly #handOver = new LocalHandOver(this, this.#localQueue);
-  readonly #entries: QueueEntries;
-  readonly #names: KeyNames;
-  readonly #kinds: Kinds;
-  readonly #instrumentation: InstrumentationGuard | undefined;
-  readonly #acquirer: LockAcquirer;
-  readonly #sessions: SessionEngine;
+  /** What every engine does over its masters: acquire calls, sessions, held locks, extensions, releases. */
+  readonly #core: EngineCore;
   /** Per kind of round, what tells the instrumentation of a master's failure: made once, not per round. */
   readonly #masterFailures: Record<RoundOperation, (index: number, failure: MasterFailure) => void> | undefined;
 
@@ -65,9 +53,9 @@ export class Redlock extends EventEmitter implements LockEngine {
     super();
     this.options = resolveOptions(options);
     const hooks = this.options.instrumentation;
-    if (hooks) this.#instrumentation = new InstrumentationGuard(hooks, this.options.logger);
-    this.#held = new HeldLocks(this.#instrumentation);
-    if (this.#instrumentation?.watchesMasters) this.#masterFailures = masterFailureReporters(this.#instrumentation, () => this.nodes);
+    const instrumentation = hooks && new InstrumentationGuard(hooks, this.options.logger);
+    const held = new HeldLocks(instrumentation);
+    if (instrumentation?.watchesMasters) this.#masterFailures = masterFailureReporters(instrumentation, () => this.nodes);
     const window = this.options.restartQuarantineMs;
     if (window !== false) {
       this.#quarantine = new RestartQuarantine(window, (notice) => this.#onQuarantine(notice));
@@ -76,21 +64,21 @@ export class Redlock extends EventEmitter implements LockEngine {
     prepareClusterVoters(this.nodes, this.options, this.#quarantine, (notice) => this.#onQuarantine(notice));
     this.#admission = new VoterAdmission(this.nodes, this.#quarantine, (duplicate) => this.#onDuplicate(duplicate));
     // A Redis Cluster voter runs a script on one shard: a resource's keys must share a hash slot.
-    this.#names = new KeyNames(this.options, this.nodes.some((node) => node instanceof ClusterVoter));
-    this.#entries = new QueueEntries(this.nodes, this.#names);
+    const names = new KeyNames(this.options, this.nodes.some((node) => node instanceof ClusterVoter));
+    const entries = new QueueEntries(this.nodes, names);
     const rounds: EngineRounds = {
       engine: this,
       nodes: this.nodes,
       quorum: Math.floor(this.nodes.length / 2) + 1,
       options: this.options,
-      names: this.#names,
+      names,
       round: (ttlMs, interpret, send, operation) => this.round(ttlMs, interpret, send, operation),
       vote: (request) => this.vote(request),
     };
     // Ask every master who it is now, so the first acquire does not pay that round trip; a
     // master that cannot answer yet is asked again at its first vote.
     for (const node of this.nodes) this.#admission.identify(node).catch(() => {});
-    if (this.options.wakeups) this.#wakeups = new ReleaseWakeups(this.nodes, wakeFailureReporter(this.options.logger, this.#instrumentation));
+    if (this.options.wakeups) this.#wakeups = new ReleaseWakeups(this.nodes, wakeFailureReporter(this.options.logger, instrumentation));
     // Behind a Cluster or Sentinel voter another server can take over without a restart: a grant by
     // hand-off could come from one whose votes must not count yet. Their waiters take their own rounds.
     const handsOff =
@@ -98,31 +86,28 @@ export class Redlock extends EventEmitter implements LockEngine {
       this.#wakeups !== undefined &&
       !this.nodes.some((node) => node instanceof ClusterVoter || isSentinelManaged(node.client.options));
     this.quorum = Math.floor(this.nodes.length / 2) + 1;
-    this.#kinds = new Kinds({
+    const localQueue = new LocalQueue();
+    const kinds = redisKinds({
       ...rounds,
-      entries: this.#entries,
+      entries,
       admission: this.#admission,
-      localQueue: this.#localQueue,
-      handOver: this.#handOver,
+      localQueue,
+      handOver: new LocalHandOver(this, localQueue),
       handsOff,
-      held: (lock, round, waiter, queuing, since) => this.#held.add(lock, round, waiter, queuing, since),
+      held: (lock, round, waiter, queuing, since) => held.add(lock, round, waiter, queuing, since),
     });
-    this.#acquirer = new LockAcquirer({
+    this.#core = new EngineCore(this, {
       quorum: this.quorum,
       options: this.options,
-      names: this.#names,
-      localQueue: this.#localQueue,
-      entries: this.#entries,
-      kinds: this.#kinds,
+      names,
+      localQueue,
+      entries,
+      kinds,
       wakeups: this.#wakeups,
       quarantine: this.#quarantine,
-      instrumentation: this.#instrumentation,
+      instrumentation,
+      held,
     });
-    this.#sessions = {
-      engine: this,
-      maxResources: this.options.maxResources,
-      acquireChecked: (list, ttlMs, options) => this.#acquirer.acquire(list, ttlMs, options, true),
-    };
     if (this.nodes.length % 2 === 0) {
       this.options.logger.warn(
         `redlock: ${this.nodes.length} masters is an even count; it tolerates no more failures than ` +
@@ -132,19 +117,13 @@ export class Redlock extends EventEmitter implements LockEngine {
   }
 
   /** Acquires the lock on every resource at once, waiting per the wait options while it is held elsewhere. */
-  async acquire(resources: string | readonly string[], ttlMs: number, options: AcquireOptions = {}): Promise<Lock> {
-    return this.#acquirer.acquire(checkCall(resources, ttlMs, options, this.options.maxResources), ttlMs, options, true);
+  acquire(resources: string | readonly string[], ttlMs: number, options: AcquireOptions = {}): Promise<Lock> {
+    return this.#core.acquire(resources, ttlMs, options);
   }
 
   /** One round, no waiting and no place in line: the lock, or null when another owner holds it. */
-  async tryAcquire(resources: string | readonly string[], ttlMs: number, options: Pick<AcquireOptions, 'fencing' | 'mode' | 'limit'> = {}): Promise<Lock | null> {
-    const list = checkCall(resources, ttlMs, options, this.options.maxResources);
-    try {
-      return await this.#acquirer.acquire(list, ttlMs, oneRound(options), false);
-    } catch (error) {
-      if (error instanceof LockHeldError) return null;
-      throw error;
-    }
+  tryAcquire(resources: string | readonly string[], ttlMs: number, options: Pick<AcquireOptions, 'fencing' | 'mode' | 'limit'> = {}): Promise<Lock | null> {
+    return this.#core.tryAcquire(resources, ttlMs, options);
   }
 
   /**
@@ -162,7 +141,7 @@ export class Redlock extends EventEmitter implements LockEngine {
     routine: LockedRoutine<T>,
     options: UsingOptions = {},
   ): Promise<T> {
-    return runInSession(() => this.enter(resources, ttlMs, options), routine);
+    return this.#core.using(resources, ttlMs, routine, options);
   }
 
   /**
@@ -171,7 +150,7 @@ export class Redlock extends EventEmitter implements LockEngine {
    * `session.run()` and must call `session.exit()` when it ends, however it ends.
    */
   enter(resources: string | readonly string[], ttlMs: number, options: UsingOptions = {}): Promise<LockSession> {
-    return enterSession(this.#sessions, resources, ttlMs, options);
+    return this.#core.enter(resources, ttlMs, options);
   }
 
   /**
@@ -205,7 +184,7 @@ export class Redlock extends EventEmitter implements LockEngine {
 
   /** Locks acquired through this instance, not released and still valid. */
   get heldLocks(): ReadonlySet<Lock> {
-    return this.#held.current();
+    return this.#core.heldLocks;
   }
 
   /**
@@ -215,14 +194,8 @@ export class Redlock extends EventEmitter implements LockEngine {
    * every held lock's signal (so running work stops acting), then releases them all on every
    * master. Resolves once all that is done: no call in progress then gets a lock. Never throws.
    */
-  async releaseAll(reason = 'released at shutdown'): Promise<void> {
-    // Waiting calls give up first (AcquireAbortedError with `reason`), so that no lock released
-    // below is handed over to one of them, and they leave the masters' queues while the
-    // connections are still open: an entry left behind would be granted the next release there
-    // (server-side hand-off) and block the lock for its ttl.
-    const leaving = this.#acquirer.abandonAll(reason);
-    const locks = this.#held.stopAll(reason);
-    await Promise.all([...locks.map((lock) => lock.release()), leaving]);
+  releaseAll(reason = 'released at shutdown'): Promise<void> {
+    return this.#core.releaseAll(reason);
   }
 
   /**
@@ -235,16 +208,7 @@ export class Redlock extends EventEmitter implements LockEngine {
 
   /** @internal Use `lock.extend()`. */
   extendLock(lock: Lock, ttlMs: number): Promise<void> {
-    const instrumentation = this.#instrumentation;
-    if (!instrumentation) return this.#extend(lock, ttlMs);
-    return this.#extend(lock, ttlMs).then(
-      () => instrumentation.extensionEnded(lock, 'extended'),
-      (error: unknown) => {
-        const outcome = extensionOutcome(error);
-        if (outcome) instrumentation.extensionEnded(lock, outcome);
-        throw error;
-      },
-    );
+    return this.#core.extendLock(lock, ttlMs);
   }
 
   /**
@@ -252,38 +216,12 @@ export class Redlock extends EventEmitter implements LockEngine {
    * once per lock, unless the lock was released first or releaseAll is firing it.
    */
   lockLost(lock: Lock, error: unknown): void {
-    this.#held.lost(lock, error);
-  }
-
-  async #extend(lock: Lock, ttlMs: number): Promise<void> {
-    const start = startExtension(lock, ttlMs, this.options);
-    this.#quarantine?.observeTtl(ttlMs);
-    const request = this.#kinds.of(lock.kind).extendRequest(lock, ttlMs);
-    const acks = replicaWait(this.options, ttlMs);
-    const round = await this.round(ttlMs, grantedIfOne, this.vote((node) => node.write(request.script, request.keys, request.args, acks)), 'extend');
-    const end = monotonicNow();
-    const left = validityLeftMs(ttlMs, start, end, this.options.driftFactor);
-    if (round.granted >= this.quorum && left > 0) {
-      lock.renewed(end + left, ttlMs);
-      return;
-    }
-    // Failed, but any master that got the request may hold the new ttl: what every outcome leaves
-    // true is the earlier deadline, counted as for a success.
-    if (round.outcomes.some((outcome) => outcome.status !== 'quarantined')) lock.narrowed(end + left, ttlMs);
-    const failure = roundFailure(lock.resources, round, this.quorum, left, 0);
-    if (failure.error instanceof LockHeldError) {
-      const lost = new LockLostError(lock.resources, 'a majority of masters no longer holds this lock', round.outcomes);
-      lock.markLost(lost);
-      throw lost;
-    }
-    throw failure.error;
+    this.#core.lockLost(lock, error);
   }
 
   /** @internal Use `lock.release()`. */
   releaseLock(lock: Lock): Promise<ReleaseResult> {
-    const acquisition = this.#held.release(lock);
-    const held = acquisition && { round: acquisition.round, waiter: acquisition.waiter, waiterId: enlisted(acquisition) ? acquisition.waiter.id : '' };
-    return this.#kinds.of(lock.kind).release(lock, held);
+    return this.#core.releaseLock(lock);
   }
 
   private round(
@@ -334,14 +272,4 @@ function masterFailureReporters(instrumentation: InstrumentationGuard, nodes: ()
   const reporter = (operation: RoundOperation) => (index: number, failure: MasterFailure) =>
     instrumentation.masterFailed(nodes()[index]!.address, failure, operation);
   return { acquire: reporter('acquire'), extend: reporter('extend'), release: reporter('release') };
-}
-
-/**
- * Whether a master may hold a queue entry of the lock's waiter: one refused it in an earlier
- * round, or in the winning one, or may still do so (a straggler whose outcome has not landed
- * refuses after the decision). Such an entry would stand ahead of the other waiters until
- * cleared; only when every master is known to have granted is there certainly none.
- */
-function enlisted(acquisition: Acquisition): boolean {
-  return acquisition.waiter.enlisted || (acquisition.queuing && acquisition.round!.outcomes.some((o) => o.status !== 'granted'));
 }

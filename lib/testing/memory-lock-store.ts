@@ -1,274 +1,176 @@
 import { monotonicNow } from '../core/base/clock.js';
 import { nextFence } from '../core/base/fence.js';
-import { describeKind, type LockKind } from '../core/lock/lock-kind.js';
+import type { NodeOutcome } from '../core/base/node-outcome.js';
+import { QUEUE_ENTRY_STAY_MS } from '../core/waiting/queue-scripts.js';
+import type { ReleaseListener, WakeupSource } from '../core/waiting/release-wakeups.js';
+import type { Waiter } from '../core/waiting/waiter.js';
 
-/** One caller of acquire: its place in the fair queue, chosen once when the call starts. */
-export interface QueueTicket {
-  readonly ticket: number;
+/** The one stand-in master, as errors and health reports name it. */
+export const IN_MEMORY_MASTER = 'in-memory';
+
+export const UNREACHABLE = 'unreachable (InMemoryRedlock.makeQuorumUnreachable)';
+
+/** The stand-in master's answer to a request while it cannot be reached. */
+export const UNREACHABLE_OUTCOME: NodeOutcome = { node: IN_MEMORY_MASTER, status: 'error', error: UNREACHABLE };
+
+/** One of the holders that share a key (readers, permits): until when (monotonic ms), and its slot (-1 for a reader). */
+export interface SharedHolder {
+  expiresAt: number;
+  readonly slot: number;
 }
 
-export type TakeOutcome =
-  | { readonly granted: true; readonly slots?: readonly number[] }
-  /** The resource is held as another kind (another limit, or a semaphore beside locks). */
-  | { readonly granted: false; readonly mismatch: { readonly resource: string; readonly found: string } }
-  /** `retryAfterMs`: the longest remaining ttl of the keys in the way (none for keys without expiry). */
-  | { readonly granted: false; readonly retryAfterMs: number | undefined };
-
-/** Readers or permit holders of one resource: their kind, and per token its expiry and slot. */
-interface SharedEntry {
-  readonly kind: LockKind;
-  readonly holders: Map<string, { expiresAt: number; readonly slot: number }>;
-}
-
-interface Entry {
-  readonly token: string;
+interface Value {
+  readonly value: string;
   /** Monotonic ms at which the key expires, as a key set with PX would; undefined: never. */
   expiresAt: number | undefined;
 }
 
+/** A waiter's place in a key's fair queue. */
+interface Entry {
+  readonly id: string;
+  readonly ticket: number;
+  /** It lapses then (monotonic ms) unless its waiter comes back, as a crashed waiter's would. */
+  deadline: number;
+}
+
 /**
- * What the masters would hold, kept in one process: per resource the key (token and expiry), the
- * fence counter and the fair queue of waiters, and whether the masters can be reached at all.
- * Every operation is atomic, as a script on a master is. Keys expire on the monotonic clock the
- * locks themselves use, read lazily: an expired key is simply gone the next time it is looked at.
+ * What the masters would hold, kept in one process for the memory kinds (memory-kinds/), which
+ * read and write it as the kinds' scripts do a master: per lock key its value (a holder's token,
+ * or the marker of the holders that share it) and expiry, those holders, its fence counter and
+ * its fair queue, and who listens for its releases (the wake-ups of the engine's waiters). It
+ * knows no lock kind: what a value means is the kinds' business, as on a master it is their
+ * scripts'. The kinds' calls run whole, as a script runs on a master. What expires does so on
+ * the monotonic clock the locks use, read lazily: an expired key is gone the next time it is read.
  */
-export class MemoryLockStore {
-  readonly #keys = new Map<string, Entry>();
-  readonly #shared = new Map<string, SharedEntry>();
-  readonly #fences = new Map<string, number>();
-  /** Per resource, the waiters that were refused and still wait, lowest ticket first. */
-  readonly #queues = new Map<string, QueueTicket[]>();
-  readonly #sleepers = new Map<string, Set<() => void>>();
+export class MemoryLockStore implements WakeupSource {
   reachable = true;
+  /** The waiters listen for releases here, so every release reaches them: they need not look again before their first sleep. */
+  readonly namesReachUs = true;
+  readonly #values = new Map<string, Value>();
+  readonly #holders = new Map<string, Map<string, SharedHolder>>();
+  readonly #fences = new Map<string, number>();
+  /** Per key, the waiters that were refused and still wait. */
+  readonly #queues = new Map<string, Entry[]>();
+  readonly #listeners = new Map<string, Set<ReleaseListener>>();
 
-  /** The token holding `resource` now, if any (for readers and permits, one of them). */
-  holder(resource: string): string | undefined {
-    return this.#live(resource)?.token ?? this.#liveShared(resource)?.holders.keys().next().value;
-  }
-
-  /** Whether `token` holds `resource` now, alone or as a reader or permit. */
-  holds(resource: string, token: string): boolean {
-    return this.#live(resource)?.token === token || this.#liveShared(resource)?.holders.has(token) === true;
-  }
-
-  /** Monotonic ms at which `resource`'s key expires, if it is held and has a ttl. */
-  expiresAt(resource: string): number | undefined {
-    return this.#live(resource)?.expiresAt;
-  }
-
-  /**
-   * All or nothing, as the acquire script: every key free (or ours) and no waiter queued ahead of
-   * `caller`, or nothing is taken. A refused caller that will wait joins each resource's queue.
-   * A `plain` take is a SET NX: a semaphore's marker is only a held key to it, not another kind.
-   */
-  take(resources: readonly string[], token: string, ttlMs: number, caller: QueueTicket, enlist: boolean, plain = false): TakeOutcome {
-    let blocked = false;
-    let retryAfterMs: number | undefined;
-    const now = monotonicNow();
-    for (const resource of resources) {
-      const shared = this.#liveShared(resource);
-      if (shared?.kind.type === 'permit' && !plain) return { granted: false, mismatch: { resource, found: describeKind(shared.kind) } };
-      if (shared) {
-        blocked = true;
-        retryAfterMs = Math.max(retryAfterMs ?? 0, Math.ceil(latest(shared) - now));
-      }
-      const entry = this.#live(resource);
-      if (entry && entry.token !== token) {
-        blocked = true;
-        if (entry.expiresAt !== undefined) retryAfterMs = Math.max(retryAfterMs ?? 0, Math.ceil(entry.expiresAt - now));
-      }
-      if (this.#queues.get(resource)?.some((waiter) => waiter.ticket < caller.ticket)) blocked = true;
+  /** The value of `key`, while it is set. */
+  get(key: string): string | undefined {
+    const entry = this.#values.get(key);
+    if (entry?.expiresAt !== undefined && entry.expiresAt <= monotonicNow()) {
+      this.#values.delete(key);
+      return undefined;
     }
-    if (blocked) {
-      if (enlist) for (const resource of resources) this.#enlist(resource, caller);
-      return { granted: false, retryAfterMs };
-    }
-    this.set(resources, token, ttlMs);
-    this.leaveQueues(resources, caller);
-    return { granted: true };
+    return entry?.value;
   }
 
-  /**
-   * A reader or a permit, all or nothing, as the shared acquire script: no writer, no other kind,
-   * a free slot for a permit, and no waiter queued ahead of `caller`.
-   */
-  takeShared(resources: readonly string[], token: string, ttlMs: number, caller: QueueTicket, enlist: boolean, kind: LockKind): TakeOutcome {
-    let blocked = false;
-    let retryAfterMs: number | undefined;
-    const now = monotonicNow();
-    const slots: number[] = [];
-    for (const resource of resources) {
-      const shared = this.#liveShared(resource);
-      if (shared && describeKind(shared.kind) !== describeKind(kind)) return { granted: false, mismatch: { resource, found: describeKind(shared.kind) } };
-      const entry = this.#live(resource);
-      if (entry && kind.type === 'permit') return { granted: false, mismatch: { resource, found: 'lock' } };
-      if (entry) {
-        blocked = true;
-        if (entry.expiresAt !== undefined) retryAfterMs = Math.max(retryAfterMs ?? 0, Math.ceil(entry.expiresAt - now));
-      }
-      if (kind.type === 'permit') {
-        const used = new Set([...(shared?.holders.values() ?? [])].map((holder) => holder.slot));
-        const free = Array.from({ length: kind.limit }, (_, slot) => slot).find((slot) => !used.has(slot));
-        if (free === undefined) {
-          blocked = true;
-          retryAfterMs = Math.max(retryAfterMs ?? 0, Math.ceil(Math.min(...[...shared!.holders.values()].map((h) => h.expiresAt)) - now));
-        }
-        slots.push(free ?? -1);
-      }
-      if (this.#queues.get(resource)?.some((waiter) => waiter.ticket < caller.ticket)) blocked = true;
-    }
-    if (blocked) {
-      if (enlist) for (const resource of resources) this.#enlist(resource, caller);
-      return { granted: false, retryAfterMs };
-    }
-    resources.forEach((resource, i) => {
-      const shared = this.#liveShared(resource) ?? { kind, holders: new Map() };
-      shared.holders.set(token, { expiresAt: now + ttlMs, slot: slots[i] ?? -1 });
-      this.#shared.set(resource, shared);
-    });
-    this.leaveQueues(resources, caller);
-    // Room is left for the next reader or permit in line: wake it, as the script's grant does.
-    for (const resource of resources) this.#wake(resource);
-    return { granted: true, ...(kind.type === 'permit' ? { slots } : {}) };
+  /** How many ms `key` lives on: undefined when it is not set, or set without expiry. */
+  ttl(key: string): number | undefined {
+    if (this.get(key) === undefined) return undefined;
+    const expiresAt = this.#values.get(key)!.expiresAt;
+    return expiresAt === undefined ? undefined : Math.ceil(expiresAt - monotonicNow());
   }
 
-  /** Extends a reader or permit: true when `token` still holds every resource. */
-  extendShared(resources: readonly string[], token: string, ttlMs: number): boolean {
-    if (!resources.every((resource) => this.#liveShared(resource)?.holders.has(token))) return false;
-    for (const resource of resources) this.#shared.get(resource)!.holders.get(token)!.expiresAt = monotonicNow() + ttlMs;
+  /** Sets `key` whoever holds it, for `ttlMs` or (undefined) for ever. */
+  set(key: string, value: string, ttlMs: number | undefined): void {
+    this.#values.set(key, { value, expiresAt: ttlMs === undefined ? undefined : monotonicNow() + ttlMs });
+  }
+
+  /** `key`, if set, lives `ttlMs` from now. */
+  expire(key: string, ttlMs: number): void {
+    if (this.get(key) !== undefined) this.#values.get(key)!.expiresAt = monotonicNow() + ttlMs;
+  }
+
+  /** Deletes `key` if it holds `value` (whatever it holds, without one): whether it did. Its waiters look again. */
+  delete(key: string, value?: string): boolean {
+    const current = this.get(key);
+    if (current === undefined || (value !== undefined && current !== value)) return false;
+    this.#values.delete(key);
+    this.wake(key);
     return true;
   }
 
-  /** Drops a reader or permit: how many resources it still held. Wakes their waiters. */
-  freeShared(resources: readonly string[], token: string): number {
-    let freed = 0;
-    for (const resource of resources) {
-      if (!this.#liveShared(resource)?.holders.delete(token)) continue;
-      freed++;
-      this.#wake(resource);
-    }
-    return freed;
+  /** The live holders that share `key`, by token; a kind adds and drops its own. */
+  holders(key: string): Map<string, SharedHolder> {
+    let holders = this.#holders.get(key);
+    if (!holders) this.#holders.set(key, (holders = new Map()));
+    const now = monotonicNow();
+    for (const [token, holder] of holders) if (holder.expiresAt <= now) holders.delete(token);
+    return holders;
   }
 
-  /** Sets the keys whoever holds them, with a ttl or none: another owner taking them. */
-  set(resources: readonly string[], token: string, ttlMs: number | undefined): void {
-    const expiresAt = ttlMs === undefined ? undefined : monotonicNow() + ttlMs;
-    for (const resource of resources) this.#keys.set(resource, { token, expiresAt });
-  }
-
-  /** Raises each resource's fence counter past the highest of them, as a fenced acquisition does. */
-  fence(resources: readonly string[], timeFloor: boolean): number {
-    const highest = Math.max(0, ...resources.map((resource) => this.#fences.get(resource) ?? 0));
-    const fence = nextFence(highest, timeFloor);
-    for (const resource of resources) this.#fences.set(resource, fence);
+  /** Raises the fence counters of `keys` past the highest of them, as a fenced acquisition does: the new fence. */
+  raiseFence(keys: readonly string[], timeFloor: boolean): number {
+    const fence = nextFence(Math.max(0, ...keys.map((key) => this.#fences.get(key) ?? 0)), timeFloor);
+    for (const key of keys) this.#fences.set(key, fence);
     return fence;
   }
 
-  /** Compare-and-expire: true when every key still holds `token`, and only then are they extended. */
-  extend(resources: readonly string[], token: string, ttlMs: number): boolean {
-    if (!resources.every((resource) => this.holder(resource) === token)) return false;
-    const expiresAt = monotonicNow() + ttlMs;
-    for (const resource of resources) this.#keys.get(resource)!.expiresAt = expiresAt;
-    return true;
-  }
-
-  /** Compare-and-delete per key: how many keys held `token` and are free now. Wakes their waiters. */
-  free(resources: readonly string[], token: string): number {
-    let freed = 0;
-    for (const resource of resources) {
-      if (this.holder(resource) !== token) continue;
-      this.#keys.delete(resource);
-      freed++;
-      this.#wake(resource);
-    }
-    return freed;
-  }
-
-  /** Deletes the keys whoever holds them, as an operator (or an expiry) would. Wakes their waiters. */
-  drop(resources: readonly string[]): void {
-    for (const resource of resources) {
-      const shared = this.#shared.delete(resource);
-      if (this.#keys.delete(resource) || shared) this.#wake(resource);
-    }
-  }
-
-  /** A waiter that holds the lock or gives up leaves the queues: those behind it may go first now. */
-  leaveQueues(resources: readonly string[], caller: QueueTicket): void {
-    for (const resource of resources) {
-      const queue = this.#queues.get(resource);
-      const index = queue?.indexOf(caller) ?? -1;
-      if (index < 0) continue;
-      queue!.splice(index, 1);
-      if (queue!.length === 0) this.#queues.delete(resource);
-      if (index === 0) this.#wake(resource);
-    }
+  /** Whether a live waiter with a lower ticket than `waiter`'s stands in the queue of one of `keys`. */
+  queuedAhead(keys: readonly string[], waiter: Waiter): boolean {
+    return keys.some((key) => this.#queue(key).some((entry) => entry.ticket < waiter.ticket || (entry.ticket === waiter.ticket && entry.id < waiter.id)));
   }
 
   /**
-   * Sleeps until one of `resources` is freed (or its queue's head leaves), `ms` pass, or `signal`
-   * aborts (then rejects with its reason).
+   * A refused waiter takes its place in the queues of `keys` (or keeps it), as the scripts'
+   * enlist: for what it was told to wait (`waitMs`) and a stay more, unless it comes back.
+   * A caller that does not wait (no id) takes none.
    */
-  sleep(resources: readonly string[], ms: number, signal: AbortSignal | undefined): Promise<void> {
-    return new Promise<void>((resolve, reject) => {
-      const finish = (error?: unknown) => {
-        clearTimeout(timer);
-        signal?.removeEventListener('abort', onAbort);
-        for (const resource of resources) {
-          const sleepers = this.#sleepers.get(resource);
-          sleepers?.delete(wake);
-          if (sleepers?.size === 0) this.#sleepers.delete(resource);
-        }
-        if (error === undefined) resolve();
-        else reject(error);
-      };
-      const wake = () => finish();
-      const onAbort = () => finish(signal!.reason ?? new Error('aborted'));
-      const timer = setTimeout(wake, Math.max(0, ms));
-      for (const resource of resources) {
-        let sleepers = this.#sleepers.get(resource);
-        if (!sleepers) this.#sleepers.set(resource, (sleepers = new Set()));
-        sleepers.add(wake);
-      }
-      if (signal?.aborted) onAbort();
-      else signal?.addEventListener('abort', onAbort, { once: true });
-    });
-  }
-
-  #live(resource: string): Entry | undefined {
-    const entry = this.#keys.get(resource);
-    if (entry?.expiresAt !== undefined && entry.expiresAt <= monotonicNow()) {
-      this.#keys.delete(resource);
-      return undefined;
+  enlist(keys: readonly string[], waiter: Waiter, waitMs: number | undefined): void {
+    if (waiter.id === '') return;
+    const deadline = monotonicNow() + Math.max(waitMs ?? 0, 0) + QUEUE_ENTRY_STAY_MS;
+    for (const key of keys) {
+      const queue = this.#queue(key);
+      const entry = queue.find((queued) => queued.id === waiter.id);
+      if (entry) entry.deadline = deadline;
+      else queue.push({ id: waiter.id, ticket: waiter.ticket, deadline });
+      this.#queues.set(key, queue);
     }
-    return entry;
   }
 
-  /** The resource's live readers or permits, none when they all expired. */
-  #liveShared(resource: string): SharedEntry | undefined {
-    const shared = this.#shared.get(resource);
-    if (!shared) return undefined;
+  /** `id`'s entries leave the queues of `keys`: a head that leaves lets the next look again. */
+  leave(keys: readonly string[], id: string): void {
+    if (id === '') return;
+    for (const key of keys) {
+      const queue = this.#queue(key);
+      const index = queue.findIndex((entry) => entry.id === id);
+      if (index < 0) continue;
+      const head = queue.every((entry) => entry.ticket >= queue[index]!.ticket);
+      queue.splice(index, 1);
+      if (queue.length === 0) this.#queues.delete(key);
+      if (head) this.wake(key);
+    }
+  }
+
+  /** Tells whoever waits for `key` to look again (a release named nobody in particular). */
+  wake(key: string): void {
+    const listeners = this.#listeners.get(key);
+    if (listeners) for (const listener of [...listeners]) listener('', 0, undefined);
+  }
+
+  register(channels: readonly string[], onRelease: ReleaseListener): { stop: () => void; subscribed: () => Promise<void> } {
+    for (const channel of channels) {
+      let listeners = this.#listeners.get(channel);
+      if (!listeners) this.#listeners.set(channel, (listeners = new Set()));
+      listeners.add(onRelease);
+    }
+    const stop = () => {
+      for (const channel of channels) {
+        const listeners = this.#listeners.get(channel);
+        if (listeners?.delete(onRelease) && listeners.size === 0) this.#listeners.delete(channel);
+      }
+    };
+    return { stop, subscribed: () => Promise.resolve() };
+  }
+
+  /** The live entries of `key`'s queue (dead ones dropped). */
+  #queue(key: string): Entry[] {
+    const queue = this.#queues.get(key);
+    if (!queue) return [];
     const now = monotonicNow();
-    for (const [token, holder] of shared.holders) if (holder.expiresAt <= now) shared.holders.delete(token);
-    if (shared.holders.size > 0) return shared;
-    this.#shared.delete(resource);
-    return undefined;
+    const live = queue.filter((entry) => entry.deadline > now);
+    if (live.length === queue.length) return queue;
+    if (live.length === 0) this.#queues.delete(key);
+    else this.#queues.set(key, live);
+    return live;
   }
-
-  #enlist(resource: string, caller: QueueTicket): void {
-    const queue = this.#queues.get(resource) ?? [];
-    if (queue.includes(caller)) return;
-    const at = queue.findIndex((waiter) => waiter.ticket > caller.ticket);
-    queue.splice(at < 0 ? queue.length : at, 0, caller);
-    this.#queues.set(resource, queue);
-  }
-
-  #wake(resource: string): void {
-    const sleepers = this.#sleepers.get(resource);
-    if (!sleepers) return;
-    for (const wake of [...sleepers]) wake();
-  }
-}
-
-function latest(shared: SharedEntry): number {
-  return Math.max(...[...shared.holders.values()].map((holder) => holder.expiresAt));
 }

@@ -177,6 +177,34 @@ describe('controls', () => {
     expect([engine.isHeld('a'), engine.isHeld('b')]).toEqual([false, true]);
   });
 
+  it("report to the app's instrumentation as the real engine does, while still counting who waits", async () => {
+    // A class with private state, as instrumentation often is: its hooks run on the instance.
+    class Hooks {
+      readonly #seen: string[] = [];
+      get seen() {
+        return this.#seen;
+      }
+      acquireStarted() {
+        return { waiting: () => this.#seen.push('waiting'), ended: (outcome: string) => this.#seen.push(outcome) };
+      }
+      lockHeld() {
+        this.#seen.push('held');
+      }
+      lockReleased() {
+        this.#seen.push('released');
+      }
+    }
+    const hooks = new Hooks();
+    const engine = new InMemoryRedlock({ instrumentation: hooks });
+    engine.holdElsewhere('observed');
+    const waiting = engine.acquire('observed', 1_000);
+    await vi.waitFor(() => expect(engine.waitingFor('observed')).toBe(1));
+    engine.releaseElsewhere('observed');
+    await (await waiting).release();
+    expect(engine.waitingFor('observed')).toBe(0);
+    expect(hooks.seen).toEqual(['waiting', 'held', 'acquired', 'released']);
+  });
+
   it('hold elsewhere without a ttl until released: no Retry-After is known, so 409 says 1 s', async () => {
     const app = await createApp({ imports: [RedlockTestingModule.forRoot()], controllers: [OrdersController] }, { listen: true });
     app.get(InMemoryRedlock).holdElsewhere('order:4');

@@ -7,13 +7,12 @@ import { kindOf } from '../lock/lock-kind.js';
 import type { Lock } from '../lock/lock.js';
 import { lineOf } from '../waiting/local-hand-over.js';
 import type { LocalQueue } from '../waiting/local-queue.js';
-import type { QueueEntries } from '../waiting/queue-entries.js';
+import type { QueueLeaving } from '../waiting/queue-entries.js';
 import type { AcquireOptions } from '../lock/acquire-options.js';
 import { resolveWait, type ResolvedRedlockOptions } from '../lock/redlock-options.js';
-import type { ReleaseWakeups } from '../waiting/release-wakeups.js';
+import type { WakeupSource } from '../waiting/release-wakeups.js';
 import type { RestartQuarantine } from '../voters/restart-quarantine.js';
-import type { HoldKind } from '../kinds/hold-kind.js';
-import type { Kinds } from '../kinds/kinds.js';
+import type { HoldKind, HoldKinds } from '../kinds/hold-kind.js';
 import { Waiter } from '../waiting/waiter.js';
 
 /**
@@ -30,10 +29,10 @@ export interface AcquirerParts {
   readonly options: ResolvedRedlockOptions;
   readonly names: KeyNames;
   readonly localQueue: LocalQueue;
-  readonly entries: QueueEntries;
-  readonly kinds: Kinds;
-  readonly wakeups: ReleaseWakeups | undefined;
-  readonly quarantine: RestartQuarantine | undefined;
+  readonly entries: QueueLeaving;
+  readonly kinds: HoldKinds;
+  readonly wakeups: WakeupSource | undefined;
+  readonly quarantine: Pick<RestartQuarantine, 'observeTtl'> | undefined;
   readonly instrumentation: InstrumentationGuard | undefined;
 }
 

@@ -1,7 +1,6 @@
 import type { GuardedAcquire } from '../lock/instrumentation-guard.js';
 import type { LockKind } from '../lock/lock-kind.js';
 import type { Lock, ReleaseResult } from '../lock/lock.js';
-import type { LuaScript } from '../scripts/lua-script.js';
 import type { EngineRounds } from '../rounds/engine-rounds.js';
 import type { RoundResult } from '../rounds/quorum-round.js';
 import type { RoundFailure } from '../rounds/round-failure.js';
@@ -40,10 +39,15 @@ export interface HoldKind {
   grantsFor(call: GrantCall): HandOffGrants | undefined;
   /** The lock a majority granted by hand-off (only for a waiter given `grantsFor`' grants). */
   handedOff(call: AttemptCall, grant: HandOffGrant): Lock;
-  /** The extension round's request. */
-  extendRequest(lock: Lock, ttlMs: number): { script: LuaScript; keys: readonly string[]; args: readonly (string | number)[] };
+  /** The extension round: granted where the hold still stands, which then lasts `ttlMs` from now. */
+  extend(lock: Lock, ttlMs: number): Promise<RoundResult>;
   /** Gives the hold back on every master (or to a caller of this process waiting for it). */
   release(lock: Lock, held: HeldBy | undefined): Promise<ReleaseResult>;
+}
+
+/** An engine's kinds: the one for each kind a caller's options parse into (kinds/kinds.ts, or another engine's). */
+export interface HoldKinds {
+  of(kind: LockKind): HoldKind;
 }
 
 /** One acquire attempt's arguments. */

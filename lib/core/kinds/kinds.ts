@@ -1,6 +1,6 @@
 import type { LockKind } from '../lock/lock-kind.js';
 import { ExclusiveKind } from './exclusive/exclusive-kind.js';
-import type { HoldKind, KindParts } from './hold-kind.js';
+import type { HoldKind, HoldKinds, KindParts } from './hold-kind.js';
 import { PermitKind } from './permit/permit-kind.js';
 import { ReadKind } from './read/read-kind.js';
 
@@ -11,16 +11,21 @@ const KINDS: Record<LockKind['type'], (parts: KindParts, kind: LockKind) => Hold
   permit: (parts, kind) => new PermitKind(parts, kind),
 };
 
+/** One engine's kinds over Redis masters. */
+export function redisKinds(parts: KindParts): Kinds {
+  return new Kinds((kind) => KINDS[kind.type](parts, kind));
+}
+
 /** One engine's kinds, each made at its first use (a semaphore's kind per limit). */
-export class Kinds {
-  readonly #made = new Map<string, HoldKind>();
+export class Kinds<K extends HoldKind = HoldKind> implements HoldKinds {
+  readonly #made = new Map<string, K>();
 
-  constructor(private readonly parts: KindParts) {}
+  constructor(private readonly make: (kind: LockKind) => K) {}
 
-  of(kind: LockKind): HoldKind {
+  of(kind: LockKind): K {
     let made = this.#made.get(kind.name);
     if (!made) {
-      made = KINDS[kind.type](this.parts, kind);
+      made = this.make(kind);
       this.#made.set(kind.name, made);
     }
     return made;

@@ -5,12 +5,18 @@ import type { RedisNode } from '../voters/redis-node.js';
 import type { Waiter } from './waiter.js';
 import type { KeyNames } from '../rounds/key-names.js';
 
+/** How a waiter that gives up (or is handed a lock) leaves the masters' queues: see QueueEntries. */
+export interface QueueLeaving {
+  leave(resources: readonly string[], waiter: Waiter, keep: string): void;
+  leaveNow(resources: readonly string[], waiter: Waiter, keep: string): Promise<void>;
+}
+
 /**
  * A waiter's entries in the masters' fair queues (one hash per resource): an entry that
  * outlives its reason stands ahead of every other waiter until it dies, up to a ttl and a
  * second, so the engine withdraws entries as soon as they are no longer needed.
  */
-export class QueueEntries {
+export class QueueEntries implements QueueLeaving {
   constructor(
     private readonly nodes: readonly RedisNode[],
     private readonly names: KeyNames,

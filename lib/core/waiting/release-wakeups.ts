@@ -18,7 +18,18 @@ const LINGER_MS = 1_000;
  * crashed). Anyone who can PUBLISH can say any of this: it is a reason to look (a round, or
  * asking the master), never a grant in itself.
  */
-type Listener = (nextWaiter: string, master: number, grantAnchor: number | undefined, recheckMs?: number) => void;
+export type ReleaseListener = (nextWaiter: string, master: number, grantAnchor: number | undefined, recheckMs?: number) => void;
+
+/**
+ * What a waiter needs of the wake-ups (see Waiter.pause): to be told when a release may let it
+ * in. ReleaseWakeups hears the masters' messages; an engine without Redis tells its waiters itself.
+ */
+export interface WakeupSource {
+  /** Whether a listener registered now hears every release that names one of this process's waiters, without a subscription of its own. */
+  readonly namesReachUs: boolean;
+  /** Listens for releases of `channels` (the lock keys) at once; `subscribed` settles once broadcasts reach it too. */
+  register(channels: readonly string[], onRelease: ReleaseListener): { stop: () => void; subscribed: () => Promise<void> };
+}
 
 /** Where the masters name this process's queue heads: "<waiter id>[/<anchor>/<elapsed>/<run_id> | +<ms>] <lock key>" (see handOn). */
 const PROCESS_CHANNEL = WAKE_CHANNEL_PREFIX + PROCESS_ID;
@@ -30,9 +41,9 @@ const PROCESS_CHANNEL = WAKE_CHANNEL_PREFIX + PROCESS_ID;
  * reference-counted subscriptions to the key channels. Messages can be lost (reconnects), and
  * a crashed holder publishes nothing, so waiters always keep a fallback timer as well.
  */
-export class ReleaseWakeups {
+export class ReleaseWakeups implements WakeupSource {
   readonly #subscribers = new Map<RedisNode, WakeSubscriber>();
-  readonly #listeners = new Map<string, Set<Listener>>();
+  readonly #listeners = new Map<string, Set<ReleaseListener>>();
   /** Channels listened to whose SUBSCRIBE has not been sent yet (see register). */
   readonly #unsubscribed = new Set<string>();
   /** Channels nobody listens to any more, still subscribed until the linger timer runs out. */
@@ -53,7 +64,7 @@ export class ReleaseWakeups {
    * is reachable has confirmed the subscription, so a release after that cannot be missed
    * (short of a lost message). Returns the function that stops listening.
    */
-  async listen(channels: readonly string[], onRelease: Listener): Promise<() => void> {
+  async listen(channels: readonly string[], onRelease: ReleaseListener): Promise<() => void> {
     const listening = this.register(channels, onRelease);
     await listening.subscribed();
     return listening.stop;
@@ -75,7 +86,7 @@ export class ReleaseWakeups {
    * by name from then on; `subscribed()` sends the channels' SUBSCRIBE (for the broadcasts of
    * queues that died) and settles as `listen` does.
    */
-  register(channels: readonly string[], onRelease: Listener): { stop: () => void; subscribed: () => Promise<void> } {
+  register(channels: readonly string[], onRelease: ReleaseListener): { stop: () => void; subscribed: () => Promise<void> } {
     for (const channel of channels) {
       let set = this.#listeners.get(channel);
       if (!set) {

@@ -2,7 +2,7 @@ import { LockHeldError, QuorumUnreachableError, type RedlockError } from '../bas
 import type { WaitOptions } from '../lock/redlock-options.js';
 import type { Lock } from '../lock/lock.js';
 import type { HandOffGrants, HandOffGrant } from './hand-off-grants.js';
-import type { ReleaseWakeups } from './release-wakeups.js';
+import type { WakeupSource } from './release-wakeups.js';
 import { PROCESS_ID } from '../base/token.js';
 
 let sequence = 0;
@@ -60,7 +60,7 @@ export class Waiter {
 
   constructor(
     queues: boolean,
-    private readonly wakeups: ReleaseWakeups | undefined,
+    private readonly wakeups: WakeupSource | undefined,
     private readonly channels: readonly string[],
     private readonly wait: Required<WaitOptions>,
     private readonly signal: AbortSignal | undefined,

@@ -5,6 +5,7 @@ import { WRITE } from '../../lock/lock-kind.js';
 import { Lock, type ReleaseResult } from '../../lock/lock.js';
 import { mismatchWatch, throwMismatch } from '../../rounds/kind-mismatch.js';
 import { inFlight, NOTHING_FREED, refusedAt, type RoundResult } from '../../rounds/quorum-round.js';
+import { extensionRound } from '../../rounds/engine-rounds.js';
 import { roundFailure } from '../../rounds/round-failure.js';
 import { grantedIfOne, grantedIfPositive } from '../../scripts/replies.js';
 import type { RedisNode } from '../../voters/redis-node.js';
@@ -54,8 +55,8 @@ export class ExclusiveKind implements HoldKind {
     return waits && !fencing && keys.length === 1 && handsOff ? new HandOffGrants(nodes, quorum, keys[0]!, options.driftFactor) : undefined;
   }
 
-  extendRequest(lock: Lock, ttlMs: number) {
-    return { script: EXTEND_SCRIPT, keys: lock.keys, args: [lock.token, ttlMs] };
+  extend(lock: Lock, ttlMs: number): Promise<RoundResult> {
+    return extensionRound(this.rounds, ttlMs, EXTEND_SCRIPT, lock.keys, [lock.token, ttlMs]);
   }
 
   async attempt({ resources, keys, ttlMs, attempt, fencing, waiter, uncontended, observer }: AttemptCall): Promise<Attempted> {

@@ -7,6 +7,7 @@ import type { LockKind } from '../../lock/lock-kind.js';
 import { Lock, type ReleaseResult } from '../../lock/lock.js';
 import { throwMismatch } from '../../rounds/kind-mismatch.js';
 import { inFlight, NOTHING_FREED, refusedAt, type RoundResult } from '../../rounds/quorum-round.js';
+import { extensionRound } from '../../rounds/engine-rounds.js';
 import { roundFailure, type RoundFailure } from '../../rounds/round-failure.js';
 import { grantedIfOne, grantedIfPositive } from '../../scripts/replies.js';
 import type { RedisNode } from '../../voters/redis-node.js';
@@ -194,10 +195,9 @@ export abstract class SharedKind implements HoldKind {
     });
   }
 
-  /** The extension round's request for a reader or a permit. */
-  extendRequest(lock: Lock, ttlMs: number) {
+  extend(lock: Lock, ttlMs: number): Promise<RoundResult> {
     const keys = [...lock.keys, ...lock.resources.map((r) => this.rounds.names.holders(r))];
-    return { script: SHARED_EXTEND_SCRIPT, keys, args: [lock.token, ttlMs, this.kind.marker, ...this.slotArgs(lock.slots, lock.keys.length)] };
+    return extensionRound(this.rounds, ttlMs, SHARED_EXTEND_SCRIPT, keys, [lock.token, ttlMs, this.kind.marker, ...this.slotArgs(lock.slots, lock.keys.length)]);
   }
 
   async release(lock: Lock, held: HeldBy | undefined): Promise<ReleaseResult> {

@@ -1,0 +1,132 @@
+import { monotonicNow, validityLeftMs } from '../base/clock.js';
+import { LockHeldError, LockLostError } from '../base/errors.js';
+import { extensionOutcome } from '../lock/instrumentation-guard.js';
+import { startExtension, type Lock, type ReleaseResult } from '../lock/lock.js';
+import { roundFailure } from '../rounds/round-failure.js';
+import { checkCall, oneRound, type AcquireOptions, type LockedRoutine, type UsingOptions } from '../lock/acquire-options.js';
+import type { Acquisition, HeldLocks } from './held-locks.js';
+import { LockAcquirer, type AcquirerParts } from './lock-acquirer.js';
+import { enterSession, runInSession, type LockSession, type SessionEngine } from './lock-session.js';
+
+/** What an engine core is made of: the acquire path's parts, and the register of the locks its engine holds. */
+export interface CoreParts extends AcquirerParts {
+  readonly held: HeldLocks;
+}
+
+/**
+ * What a lock engine does whatever its masters are, so that Redlock (Redis masters) and
+ * InMemoryRedlock (lib/testing: the masters modelled in the process) run the same code: the
+ * acquire loop and sessions, the held locks, releaseAll, and a lock's extension and release,
+ * each decided from the round its kind ran. An engine builds the parts over its own masters
+ * (its kinds above all) and passes its public calls, and its locks' (LockEngine), on to this.
+ */
+export class EngineCore {
+  readonly #parts: CoreParts;
+  readonly #acquirer: LockAcquirer;
+  readonly #sessions: SessionEngine;
+
+  constructor(
+    /** The engine: what sessions are scoped by (currentScope). */
+    engine: object,
+    parts: CoreParts,
+  ) {
+    this.#parts = parts;
+    this.#acquirer = new LockAcquirer(parts);
+    const acquireChecked = (list: string[], ttlMs: number, options: UsingOptions) => this.#acquirer.acquire(list, ttlMs, options, true);
+    this.#sessions = { engine, maxResources: parts.options.maxResources, acquireChecked };
+  }
+
+  /** Async: a call's bad argument rejects the promise, as everything else that goes wrong does. */
+  async acquire(resources: string | readonly string[], ttlMs: number, options: AcquireOptions): Promise<Lock> {
+    return this.#acquirer.acquire(checkCall(resources, ttlMs, options, this.#parts.options.maxResources), ttlMs, options, true);
+  }
+
+  async tryAcquire(resources: string | readonly string[], ttlMs: number, options: Pick<AcquireOptions, 'fencing' | 'mode' | 'limit'>): Promise<Lock | null> {
+    const list = checkCall(resources, ttlMs, options, this.#parts.options.maxResources);
+    try {
+      return await this.#acquirer.acquire(list, ttlMs, oneRound(options), false);
+    } catch (error) {
+      if (error instanceof LockHeldError) return null;
+      throw error;
+    }
+  }
+
+  using<T>(resources: string | readonly string[], ttlMs: number, routine: LockedRoutine<T>, options: UsingOptions): Promise<T> {
+    return runInSession(() => this.enter(resources, ttlMs, options), routine);
+  }
+
+  enter(resources: string | readonly string[], ttlMs: number, options: UsingOptions): Promise<LockSession> {
+    return enterSession(this.#sessions, resources, ttlMs, options);
+  }
+
+  get heldLocks(): ReadonlySet<Lock> {
+    return this.#parts.held.current();
+  }
+
+  async releaseAll(reason: string): Promise<void> {
+    // Waiting calls give up first (AcquireAbortedError with `reason`), so that no lock released
+    // below is handed over to one of them, and they leave the masters' queues while the
+    // connections are still open: an entry left behind would be granted the next release there
+    // (server-side hand-off) and block the lock for its ttl.
+    const leaving = this.#acquirer.abandonAll(reason);
+    const locks = this.#parts.held.stopAll(reason);
+    await Promise.all([...locks.map((lock) => lock.release()), leaving]);
+  }
+
+  extendLock(lock: Lock, ttlMs: number): Promise<void> {
+    const instrumentation = this.#parts.instrumentation;
+    if (!instrumentation) return this.#extend(lock, ttlMs);
+    return this.#extend(lock, ttlMs).then(
+      () => instrumentation.extensionEnded(lock, 'extended'),
+      (error: unknown) => {
+        const outcome = extensionOutcome(error);
+        if (outcome) instrumentation.extensionEnded(lock, outcome);
+        throw error;
+      },
+    );
+  }
+
+  /** A lock's signal fires: reports the loss, once per lock, unless the lock was released first or releaseAll is firing it. */
+  lockLost(lock: Lock, error: unknown): void {
+    this.#parts.held.lost(lock, error);
+  }
+
+  releaseLock(lock: Lock): Promise<ReleaseResult> {
+    const acquisition = this.#parts.held.release(lock);
+    const held = acquisition && { round: acquisition.round, waiter: acquisition.waiter, waiterId: enlisted(acquisition) ? acquisition.waiter.id : '' };
+    return this.#parts.kinds.of(lock.kind).release(lock, held);
+  }
+
+  async #extend(lock: Lock, ttlMs: number): Promise<void> {
+    const { options, quorum } = this.#parts;
+    const start = startExtension(lock, ttlMs, options);
+    this.#parts.quarantine?.observeTtl(ttlMs);
+    const round = await this.#parts.kinds.of(lock.kind).extend(lock, ttlMs);
+    const end = monotonicNow();
+    const left = validityLeftMs(ttlMs, start, end, options.driftFactor);
+    if (round.granted >= quorum && left > 0) {
+      lock.renewed(end + left, ttlMs);
+      return;
+    }
+    // Failed, but any master that got the request may hold the new ttl: what every outcome leaves
+    // true is the earlier deadline, counted as for a success.
+    if (round.outcomes.some((outcome) => outcome.status !== 'quarantined')) lock.narrowed(end + left, ttlMs);
+    const failure = roundFailure(lock.resources, round, quorum, left, 0);
+    if (failure.error instanceof LockHeldError) {
+      const lost = new LockLostError(lock.resources, 'a majority of masters no longer holds this lock', round.outcomes);
+      lock.markLost(lost);
+      throw lost;
+    }
+    throw failure.error;
+  }
+}
+
+/**
+ * Whether a master may hold a queue entry of the lock's waiter: one refused it in an earlier
+ * round, or in the winning one, or may still do so (a straggler whose outcome has not landed
+ * refuses after the decision). Such an entry would stand ahead of the other waiters until
+ * cleared; only when every master is known to have granted is there certainly none.
+ */
+function enlisted(acquisition: Acquisition): boolean {
+  return acquisition.waiter.enlisted || (acquisition.queuing && acquisition.round!.outcomes.some((o) => o.status !== 'granted'));
+}
