@@ -54,6 +54,7 @@ export {
   type NodeStatus,
   type OnLocked,
   type QuarantineNotice,
+  type RestartReason,
   type RedlockEngine,
   type RedlockErrorCode,
   type RedlockErrorMapper,

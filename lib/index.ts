@@ -61,6 +61,7 @@ export {
   type NodeOutcome,
   type NodeStatus,
   type QuarantineNotice,
+  type RestartReason,
   type RedlockEngine,
   type RedlockErrorCode,
   type RedlockInstrumentation,

@@ -33,5 +33,6 @@ export {
   type RedlockErrorCode,
 } from './base/errors.js';
 export type { QuarantineNotice } from './voters/restart-quarantine.js';
+export type { RestartReason } from './voters/redis-node.js';
 export type { DuplicateKind, DuplicateMaster } from './voters/voter-admission.js';
 export type { MasterHealth, MastersHealth } from './voters/master-health.js';

@@ -37,9 +37,11 @@ export type { AcquireOptions, LockedRoutine, UsingOptions };
  * `'duplicate'` with a DuplicateMaster when a client turns out to reach a server, or a Redis Cluster, already listed.
  */
 export class Redlock extends EventEmitter implements LockEngine {
+  /** @internal The voters, in the order of every round's outcomes; `checkMasters()` reports on them. */
   readonly nodes: readonly RedisNode[];
   /** floor(N/2) + 1. */
   readonly quorum: number;
+  /** @internal The options with their defaults filled in. */
   readonly options: ResolvedRedlockOptions;
   readonly #quarantine: RestartQuarantine | undefined;
   readonly #admission: VoterAdmission;

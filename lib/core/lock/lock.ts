@@ -67,6 +67,10 @@ export class Lock {
   /** Told once when the lock stops being reliable, released or lost: work nested under it (see onEnd). */
   #endListeners: Set<LockEndListener> | undefined;
 
+  /** What the lock is (a writer, a reader, a permit), for its engine; users read `mode` and `limit`. @internal */
+  readonly kind: LockKind;
+
+  /** @internal Locks come from an engine's acquire, never from `new`. */
   constructor(
     engine: LockEngine,
     readonly resources: readonly string[],
@@ -78,11 +82,12 @@ export class Lock {
     /** Fencing token, when the acquisition asked for one. */
     readonly fence?: number,
     /** An exclusive lock (a writer), a reader, or a permit of a semaphore. */
-    readonly kind: LockKind = WRITE,
+    kind: LockKind = WRITE,
     /** For a permit: which of the `limit` slots it holds, per resource. */
     readonly slots?: readonly number[],
   ) {
     this.#engine = engine;
+    this.kind = kind;
     this.#token = token;
     this.#ttlMs = ttlMs;
     this.#deadline = deadline;

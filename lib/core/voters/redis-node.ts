@@ -7,6 +7,13 @@ import type { LuaScript } from '../scripts/lua-script.js';
 import { redactCredentials } from '../base/redact.js';
 import { AckedReply, waitForReplicas, type ReplicaWait } from './replica-acks.js';
 
+/**
+ * Why a master's votes stopped counting for a while: it was restarted or replaced
+ * (`'run_id changed'`), it started recently (`'recent start'`), or it was found promoted from a
+ * replica (`'promoted replica'`). Any of these may have lost keys of live locks.
+ */
+export type RestartReason = 'run_id changed' | 'recent start' | 'promoted replica';
+
 /** What the engine learns when a master's identity check finds it restarted or replaced. */
 export interface NodeRestart {
   readonly node: string;
@@ -15,7 +22,7 @@ export interface NodeRestart {
    * (INFO replication `second_repl_offset` is set), at a moment it does not say; it may lack
    * keys its old master granted, so it waits as if it had just started.
    */
-  readonly reason: 'run_id changed' | 'recent start' | 'promoted replica';
+  readonly reason: RestartReason;
   /** How long the master has been up, as far as it says. */
   readonly uptimeMs: number;
 }

@@ -1,9 +1,9 @@
-import { NodeQuarantinedError, type NodeRestart, type RedisNode } from './redis-node.js';
+import { NodeQuarantinedError, type NodeRestart, type RedisNode, type RestartReason } from './redis-node.js';
 
 /** The engine's `'quarantine'` event: a master's votes stop counting for a while, and why. */
 export interface QuarantineNotice {
   readonly node: string;
-  readonly reason: NodeRestart['reason'];
+  readonly reason: RestartReason;
   /** How long the master's votes will still not count. */
   readonly remainingMs: number;
 }
