@@ -5,7 +5,7 @@ import { isObservable, Observable } from 'rxjs';
 import type { UsingOptions } from './core/redlock.js';
 import { InstrumentationGuard } from './core/lock/instrumentation-guard.js';
 import { compileLockKey, type CompiledLockKey } from './lock-key.js';
-import { checkOnLocked, checkWaitTimeout, isTtl, type RedlockSettings } from './module-settings.js';
+import { checkOnLocked, checkWaitTimeout, debugOf, isTtl, type RedlockSettings } from './module-settings.js';
 import { REDLOCK_SETTINGS, WITH_LOCK } from './redlock.constants.js';
 import type { WithLockMetadata, WithLockOptions } from './redlock.interfaces.js';
 import { kindOf } from './core/lock/lock-kind.js';
@@ -97,14 +97,8 @@ export class LockPlanner {
       returnsObservable: isObservableType(returnType),
       instrumentation: this.instrumentation(),
       skipWhenHeld: onLocked === 'skip',
-      debug: this.debug(),
+      debug: debugOf(this.settings.engine.logger),
     };
-  }
-
-  /** The module logger's `debug`, when it has one (Nest's Logger does; a plain `{ warn }` does not). */
-  private debug(): ((message: string) => void) | undefined {
-    const logger = this.settings.engine.logger as { debug?: (message: string) => void } | undefined;
-    return typeof logger?.debug === 'function' ? (message) => logger.debug!(message) : undefined;
   }
 }
 

@@ -1,6 +1,6 @@
 import { Logger } from '@nestjs/common';
 import { formatValue, InvalidArgumentError } from './core/base/errors.js';
-import { resolveOptions, type RedlockOptions } from './core/lock/redlock-options.js';
+import { resolveOptions, type RedlockLogger, type RedlockOptions } from './core/lock/redlock-options.js';
 import { MAX_DELAY_MS, MAX_TTL_MS } from './core/base/argument-checks.js';
 import { DEFAULT_TTL_MS } from './redlock.constants.js';
 import type { DefaultWait, OnLocked, RedlockErrorMapper, RedlockModuleOptions, RedlockNode } from './redlock.interfaces.js';
@@ -83,4 +83,10 @@ export function checkWaitTimeout(label: string, value: unknown): void {
   if (typeof value !== 'number' || !Number.isFinite(value) || value < 0 || value > MAX_DELAY_MS) {
     throw new RedlockConfigError(`${label} must be a finite number of ms >= 0, at most ${MAX_DELAY_MS} (got ${formatValue(value)})`);
   }
+}
+
+/** The logger's `debug`, when it has one (Nest's Logger does; a plain `{ warn }` does not). */
+export function debugOf(logger: RedlockLogger | undefined): ((message: string) => void) | undefined {
+  const candidate = logger as { debug?: (message: string) => void } | undefined;
+  return typeof candidate?.debug === 'function' ? (message) => candidate.debug!(message) : undefined;
 }

@@ -1,6 +1,6 @@
 import { type DynamicModule, Logger, Module } from '@nestjs/common';
 import { DiscoveryModule } from '@nestjs/core';
-import { describeMasters } from './core/voters/master-health.js';
+import { AvailabilityAnnouncement } from './availability-announcement.js';
 import { Redlock } from './core/redlock.js';
 import { LockPlanner } from './lock-plan.js';
 import { resolveSettings, type RedlockSettings } from './module-settings.js';
@@ -16,43 +16,21 @@ async function openConnections(settings: RedlockSettings): Promise<RedisConnecti
   return RedisConnections.open(settings.nodes, new Logger('Redlock'));
 }
 
-async function createEngine(settings: RedlockSettings, connections: RedisConnections): Promise<Redlock> {
+async function createEngine(settings: RedlockSettings, connections: RedisConnections, announcement: AvailabilityAnnouncement): Promise<Redlock> {
   let engine: Redlock | undefined;
   try {
-    engine = new Redlock(connections.clients, settings.engine);
+    engine = new Redlock(connections.clients, { ...settings.engine, logger: announcement.engineLogger });
     // The restart quarantine's window must cover the app's locks from the first one on.
     engine.expectTtl(settings.defaultTtlMs);
     // Names are compared when the options are read; one server under two names only shows here.
     await engine.verifyMasters();
-    await announceAvailability(engine);
+    announcement.watch(engine);
     return engine;
   } catch (error) {
     engine?.close();
     await connections.close();
     // The engine numbers its clients as the module's options number the nodes.
     throw error instanceof Error ? new RedlockConfigError(`RedlockModule: ${error.message.replace(/\bclients\[/g, 'options.nodes[')}`) : error;
-  }
-}
-
-/**
- * One line at bootstrap on when locking becomes available and why: on a fresh deployment every
- * master is younger than the restart quarantine, and the first requests would otherwise wait
- * without a word.
- */
-async function announceAvailability(engine: Redlock): Promise<void> {
-  const logger = new Logger('Redlock');
-  const report = await engine.checkMasters();
-  const summary = describeMasters(report);
-  if (report.available) {
-    logger.log(`Locking available: ${summary}`);
-  } else if (report.availableInMs !== undefined) {
-    const at = new Date(Date.now() + report.availableInMs).toISOString();
-    logger.warn(
-      `Locking paused until ${at}: ${summary}. A master that restarted may have forgotten live locks, so its votes ` +
-        `count once every lock it could have forgotten has expired (restartQuarantineMs); callers that can wait that long will.`,
-    );
-  } else {
-    logger.warn(`Locking unavailable: ${summary}`);
   }
 }
 
@@ -72,7 +50,12 @@ async function announceAvailability(engine: Redlock): Promise<void> {
     // Validation first: a bad configuration fails before any connection is opened.
     { provide: REDLOCK_SETTINGS, useFactory: (options: RedlockModuleOptions) => resolveSettings(options), inject: [REDLOCK_MODULE_OPTIONS] },
     { provide: RedisConnections, useFactory: openConnections, inject: [REDLOCK_SETTINGS] },
-    { provide: Redlock, useFactory: createEngine, inject: [REDLOCK_SETTINGS, RedisConnections] },
+    {
+      provide: AvailabilityAnnouncement,
+      useFactory: (settings: RedlockSettings) => new AvailabilityAnnouncement(settings.engine.logger!),
+      inject: [REDLOCK_SETTINGS],
+    },
+    { provide: Redlock, useFactory: createEngine, inject: [REDLOCK_SETTINGS, RedisConnections, AvailabilityAnnouncement] },
     LockPlanner,
     RedlockService,
     RedlockExplorer,
