@@ -5,12 +5,13 @@ import { isObservable, Observable } from 'rxjs';
 import type { UsingOptions } from './core/redlock.js';
 import { InstrumentationGuard } from './core/lock/instrumentation-guard.js';
 import { compileLockKey, type CompiledLockKey } from './lock-key.js';
-import { checkOnLocked, checkWaitTimeout, debugOf, isTtl, type RedlockSettings } from './module-settings.js';
+import { checkOnLocked, checkWaitTimeout, isTtl, type RedlockSettings } from './module-settings.js';
 import { REDLOCK_SETTINGS, WITH_LOCK } from './redlock.constants.js';
 import type { WithLockMetadata, WithLockOptions } from './redlock.interfaces.js';
 import { kindOf } from './core/lock/lock-kind.js';
 import { formatValue } from './core/base/errors.js';
 import { RedlockConfigError } from './errors/redlock-config.error.js';
+import { SkippedCalls } from './skipped-calls.js';
 
 /** How one decorated method locks: its compiled key and its resolved options. */
 export interface LockPlan {
@@ -26,8 +27,8 @@ export interface LockPlan {
   readonly instrumentation: InstrumentationGuard | undefined;
   /** `onLocked: 'skip'`: a call that finds the lock held elsewhere does not run and yields undefined. */
   readonly skipWhenHeld: boolean;
-  /** Where a skipped call is noted: at debug level only, since on every other replica skipping is the norm. */
-  readonly debug: ((message: string) => void) | undefined;
+  /** Under `onLocked: 'skip'`: where skipped calls are noted (held elsewhere at debug, masters unavailable once per episode). */
+  readonly skips: SkippedCalls | undefined;
 }
 
 /**
@@ -97,7 +98,7 @@ export class LockPlanner {
       returnsObservable: isObservableType(returnType),
       instrumentation: this.instrumentation(),
       skipWhenHeld: onLocked === 'skip',
-      debug: debugOf(this.settings.engine.logger),
+      skips: onLocked === 'skip' ? new SkippedCalls(site, this.settings.engine.logger) : undefined,
     };
   }
 }

@@ -1,5 +1,5 @@
 import { from, isObservable, Observable, type Subscription } from 'rxjs';
-import { LockHeldError } from './core/base/errors.js';
+import { LockHeldError, QuorumUnreachableError } from './core/base/errors.js';
 import type { GuardedCall } from './core/lock/instrumentation-guard.js';
 import type { RedlockEngine } from './core/redlock-engine.js';
 import type { LockSession } from './core/acquire/lock-session.js';
@@ -9,7 +9,8 @@ import type { LockPlan } from './lock-plan.js';
  * Runs one call of a decorated method under its lock, for work that ends with a promise (or a
  * plain value): acquire, run inside the lock's async context (so nested requests for the same
  * resources are reentrant), release however it ends. Under `onLocked: 'skip'` a call that finds
- * the lock held elsewhere resolves to undefined without running.
+ * the lock held elsewhere, or too few masters voting (down, or in restart quarantine), resolves
+ * to undefined without running: it is a provider's method, a job's tick, and the next one tries again.
  */
 export async function runLocked<T>(
   redlock: RedlockEngine,
@@ -26,6 +27,7 @@ export async function runLocked<T>(
   const locked = () =>
     redlock.using<Awaited<T>>(plan.key.resolve(args), plan.ttlMs, async (): Promise<Awaited<T>> => {
       ran = true;
+      plan.skips?.recovered();
       return await invoke();
     }, plan.options);
   try {
@@ -35,24 +37,31 @@ export async function runLocked<T>(
     return result;
   } catch (error) {
     // Only our own acquire is skipped: a LockHeldError the method itself threw is its outcome.
-    if (!ran && isSkip(plan, error)) return skipped(plan, call, error);
+    if (!ran && isSkip(plan, error, true)) return skipped(plan, call, error);
     call?.ended(ran ? 'threw' : 'not_locked', error);
     throw error;
   }
 }
 
-function isSkip(plan: LockPlan, error: unknown): error is LockHeldError {
-  return plan.skipWhenHeld && error instanceof LockHeldError;
+/** Whether our own acquire's failure skips the call: held elsewhere, and with `unavailableToo` too few masters. */
+function isSkip(plan: LockPlan, error: unknown, unavailableToo: boolean): error is LockHeldError | QuorumUnreachableError {
+  return plan.skipWhenHeld && (error instanceof LockHeldError || (unavailableToo && error instanceof QuorumUnreachableError));
 }
 
 /**
- * The one place a decorated call's outcome is known to be 'skipped' (held elsewhere under
- * `onLocked: 'skip'`), for both kinds of call: counted by the instrumentation hooks, noted at
- * debug level, never above (on every other replica it is the expected outcome of a tick).
+ * The one place a decorated call is skipped under `onLocked: 'skip'`, for both kinds of call.
+ * Held elsewhere is the outcome 'skipped' for the instrumentation hooks, noted at debug level
+ * (on every other replica it is the expected outcome of a tick); too few masters is 'not_locked'
+ * with its error, for metrics, and a WARN once per episode (SkippedCalls), never one per tick.
  */
-function skipped(plan: LockPlan, call: GuardedCall | undefined, error: LockHeldError): undefined {
-  call?.ended('skipped');
-  plan.debug?.(`${plan.site} skipped: ${error.resources.join(', ')} held by another owner`);
+function skipped(plan: LockPlan, call: GuardedCall | undefined, error: LockHeldError | QuorumUnreachableError): undefined {
+  if (error instanceof LockHeldError) {
+    call?.ended('skipped');
+    plan.skips?.heldElsewhere(error);
+  } else {
+    call?.ended('not_locked', error);
+    plan.skips?.unavailable(error);
+  }
   return undefined;
 }
 
@@ -67,6 +76,11 @@ export interface ObserveLockedOptions {
    * last value). Otherwise (a provider's Observable) it completes without a value.
    */
   emitOnSkip?: boolean;
+  /**
+   * Under `onLocked: 'skip'`, too few masters voting skips the call too (a provider's method, as
+   * `runLocked` does). Not for a handler a client waits on: it answers with the transport's error.
+   */
+  skipWhenUnavailable?: boolean;
 }
 
 /**
@@ -92,6 +106,7 @@ export function observeLocked<T>(
     const start = () => enter().then(
       (entered) => {
         session = entered;
+        plan.skips?.recovered();
         if (unsubscribed) {
           void entered.exit();
           return;
@@ -120,7 +135,7 @@ export function observeLocked<T>(
         });
       },
       (error: unknown) => {
-        if (isSkip(plan, error)) {
+        if (isSkip(plan, error, options.skipWhenUnavailable ?? false)) {
           skipped(plan, call, error);
           if (options.emitOnSkip) subscriber.next(undefined as T);
           subscriber.complete();

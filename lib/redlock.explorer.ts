@@ -186,7 +186,7 @@ export class RedlockExplorer implements OnModuleInit {
     const redlock = this.redlock;
     const locked = plan.returnsObservable
       ? function (this: unknown, ...args: unknown[]) {
-          return observeLocked(redlock, plan, args, () => original.apply(this, args));
+          return observeLocked(redlock, plan, args, () => original.apply(this, args), { skipWhenUnavailable: true });
         }
       : function (this: unknown, ...args: unknown[]) {
           return runLocked(redlock, plan, args, () => original.apply(this, args));

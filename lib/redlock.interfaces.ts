@@ -9,8 +9,11 @@ import type { LockMode } from './core/lock/lock-kind.js';
  * lock is free or `waitTimeoutMs` runs out; `fail` gives up after one round with
  * `LockHeldError` (409 over HTTP); `skip` gives up after one round without running the method,
  * which returns `undefined` (a scheduled job that another replica is running already).
- * `skip` is only for "held elsewhere": a lock that cannot be had because too few masters
- * answer is still an error, so a job cannot silently stop running while Redis is down.
+ * On a provider's method (a job) `skip` also covers too few masters voting (down, or in restart
+ * quarantine after a deploy): the call is skipped and the module's logger says so at WARN once
+ * per episode, and once when a lock is taken again, rather than an error per tick. A handler a
+ * client waits on (route, message, gateway, resolver) still answers with the transport's error
+ * then (503 over HTTP), as `fail` and `wait` methods still get `QuorumUnreachableError`.
  */
 export type OnLocked = 'wait' | 'fail' | 'skip';
 

@@ -1,10 +1,11 @@
 import 'reflect-metadata';
 import { Inject, Injectable, type INestApplication, type LoggerService } from '@nestjs/common';
-import { Interval, ScheduleModule } from '@nestjs/schedule';
+import { Cron, Interval, ScheduleModule } from '@nestjs/schedule';
 import { Test } from '@nestjs/testing';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { RedlockModule, RedlockService, WithLock } from '../../../lib/index.js';
 import { RedisFleet } from '../../support/redis-fleet.js';
+import { PATIENT } from '../../support/masters.js';
 import { type Deferred, deferred, fleetOptions } from '../nest-helpers.js';
 
 // The real @nestjs/schedule: two app instances ("replicas") on the same masters, each running
@@ -140,6 +141,64 @@ describe('an @Interval job under onLocked: skip, on two replicas', () => {
       expect(logger.lines.error).toEqual([]);
       expect(logger.lines.fatal).toEqual([]);
       expect(logger.lines.warn).toEqual([]);
+    }
+  });
+});
+
+// The first deploy: fresh masters in restart quarantine, and two jobs (an @Interval every 100 ms,
+// a @Cron every second) under onLocked: 'skip'. Every tick through the pause skips; each job says
+// so once at WARN and once when it runs again, and the scheduler logs no error.
+
+const settled = { interval: deferred(), cron: deferred() };
+
+@Injectable()
+class SettlementJobs {
+  @Interval(100)
+  @WithLock('job:settle-interval', { onLocked: 'skip', ttlMs: 2_500 })
+  async settleOften() {
+    settled.interval.resolve();
+  }
+
+  @Cron('* * * * * *')
+  @WithLock('job:settle-cron', { onLocked: 'skip', ttlMs: 2_500 })
+  async settleEverySecond() {
+    settled.cron.resolve();
+  }
+}
+
+describe('onLocked: skip jobs through the restart quarantine of a first deploy', () => {
+  it('skip every tick of the pause, say so once per job at WARN and once when they run, and log no error', async () => {
+    const fresh = await RedisFleet.start(3);
+    try {
+      const nestLogger = new RecordingLogger();
+      const lockLogger = new RecordingLogger();
+      const moduleRef = await Test.createTestingModule({
+        imports: [ScheduleModule.forRoot(), RedlockModule.forRoot({ nodes: fresh.urls(), defaultTtlMs: 1_000, ...PATIENT, logger: lockLogger })],
+        providers: [SettlementJobs],
+      }).compile();
+      const app = moduleRef.createNestApplication({ logger: nestLogger });
+      apps.push(app);
+      await app.init();
+      // The bootstrap announcement: the one WARN of the module's own logger, naming the pause.
+      expect(nestLogger.lines.warn).toHaveLength(1);
+      expect(nestLogger.lines.warn[0]).toMatch(/^Locking paused until /);
+
+      await Promise.all([settled.interval.promise, settled.cron.promise]);
+      await app.close();
+      expect(nestLogger.lines.error).toEqual([]);
+      expect(nestLogger.lines.fatal).toEqual([]);
+      expect(lockLogger.lines.error).toEqual([]);
+      for (const job of ['settleOften', 'settleEverySecond']) {
+        const warned = lockLogger.lines.warn.filter((line) => line.startsWith(`SettlementJobs.${job} skipped: `));
+        expect(warned, lockLogger.lines.warn.join('\n')).toHaveLength(1);
+        expect(warned[0]).toMatch(/restart quarantine/);
+        expect(lockLogger.lines.log.filter((line) => line === `SettlementJobs.${job}: locks can be taken again; its calls run`)).toHaveLength(1);
+      }
+      // Nothing else at WARN: no per-tick line, and the engine's per-master notices went to debug.
+      expect(lockLogger.lines.warn).toHaveLength(2);
+      expect(nestLogger.lines.warn).toHaveLength(1);
+    } finally {
+      await fresh.stopAll();
     }
   });
 });

@@ -15,8 +15,9 @@ import { RedisFleet } from '../../support/redis-fleet.js';
 import { closeAll, createApp, fleetOptions, urlOf } from '../nest-helpers.js';
 
 // onLocked: 'skip' on a provider method and on a route: a call that finds the lock held
-// elsewhere does not run and yields undefined; anything else (too few masters, an error of the
-// method's own) still reaches the caller.
+// elsewhere does not run and yields undefined. Too few masters skips a provider's method too
+// (a job's tick), with one WARN per episode; a route still answers 503, a method that did not
+// ask to skip still gets the error, and an error of the method's own still reaches its caller.
 
 let fleet: RedisFleet;
 beforeAll(async () => {
@@ -31,8 +32,8 @@ afterAll(async () => {
   await fleet?.stopAll();
 });
 
-const ran = { build: 0, stream: 0, route: 0 };
-beforeEach(() => Object.assign(ran, { build: 0, stream: 0, route: 0 }));
+const ran = { build: 0, stream: 0, route: 0, post: 0 };
+beforeEach(() => Object.assign(ran, { build: 0, stream: 0, route: 0, post: 0 }));
 
 @Injectable()
 class Reports {
@@ -57,6 +58,15 @@ class Reports {
   @WithLock('report:{0}', { onLocked: 'skip' })
   async buildFromSource(day: string) {
     await this.redlock.using('source', async () => 'read', { retryCount: 0 });
+  }
+}
+
+@Injectable()
+class Ledger {
+  @WithLock('ledger:{0}', { onLocked: 'fail' })
+  async post(day: string) {
+    ran.post++;
+    return day;
   }
 }
 
@@ -135,14 +145,44 @@ describe("onLocked: 'skip'", () => {
     expect((error as LockHeldError).resources).toEqual(['source']);
   });
 
-  it('still fails, never skips, when too few masters answer (a job must not stop silently while Redis is down)', async () => {
-    const app = await reportsApp();
+  it('skips a provider method when too few masters answer, saying so at WARN once per episode and once when it recovers', async () => {
+    const lines: { level: string; message: string }[] = [];
+    const logger = {
+      warn: (message: string) => void lines.push({ level: 'warn', message }),
+      log: (message: string) => void lines.push({ level: 'log', message }),
+      debug: (message: string) => void lines.push({ level: 'debug', message }),
+    };
+    const app = await createApp(
+      { imports: [RedlockModule.forRoot({ ...fleetOptions(fleet), logger, isGlobal: true })], providers: [Reports], controllers: [ReportsController] },
+      { listen: true },
+    );
     await Promise.all([fleet.kill(0), fleet.kill(1)]);
-    const error = await app.get(Reports).build('fri').catch((e: unknown) => e);
-    expect(error).toBeInstanceOf(QuorumUnreachableError);
+    const reports = app.get(Reports);
+    for (let tick = 0; tick < 3; tick++) expect(await reports.build('fri')).toBeUndefined();
     expect(ran.build).toBe(0);
+    const warnings = lines.filter((line) => line.level === 'warn' && line.message.startsWith('Reports.build'));
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]!.message).toMatch(/^Reports\.build skipped: the lock on report:fri cannot be taken: quorum of 2 unreachable for report:fri/);
+    expect(warnings[0]!.message).toMatch(/Its calls skip until a lock can be taken again; said once, and again when one is$/);
+    // A route has a client waiting on it: it still answers 503, and the handler does not run.
     expect((await request(urlOf(app)).post('/reports/fri')).status).toBe(503);
     expect(ran.route).toBe(0);
+
+    await Promise.all([fleet.start(0), fleet.start(1)]);
+    await expect.poll(() => reports.build('fri'), { timeout: 10_000, interval: 100 }).toBe('built fri');
+    await reports.build('fri');
+    expect(lines.filter((line) => line.message === 'Reports.build: locks can be taken again; its calls run')).toEqual([
+      { level: 'log', message: 'Reports.build: locks can be taken again; its calls run' },
+    ]);
+    expect(lines.filter((line) => line.level === 'warn' && line.message.startsWith('Reports.build'))).toHaveLength(1);
+  });
+
+  it("still throws a QuorumUnreachableError to a method that asked to see lock errors (onLocked: 'fail')", async () => {
+    const app = await createApp({ imports: [RedlockModule.forRoot({ ...fleetOptions(fleet), isGlobal: true })], providers: [Reports, Ledger] });
+    await Promise.all([fleet.kill(0), fleet.kill(1)]);
+    const error = await app.get(Ledger).post('fri').catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(QuorumUnreachableError);
+    expect(ran.post).toBe(0);
   });
 
   it('is not accepted as the module-wide default, where calls would vanish unnoticed', async () => {
