@@ -12,6 +12,7 @@ import { kindOf } from './core/lock/lock-kind.js';
 import { formatValue } from './core/base/errors.js';
 import { RedlockConfigError } from './errors/redlock-config.error.js';
 import { SkippedCalls } from './skipped-calls.js';
+import { HoldTimes } from './hold-times.js';
 
 /** How one decorated method locks: its compiled key and its resolved options. */
 export interface LockPlan {
@@ -27,6 +28,8 @@ export interface LockPlan {
   readonly instrumentation: InstrumentationGuard | undefined;
   /** `onLocked: 'skip'`: a call that finds the lock held elsewhere does not run and yields undefined. */
   readonly skipWhenHeld: boolean;
+  /** How long this method has held its lock recently: the Retry-After of its 409s. */
+  readonly holds: HoldTimes;
   /** Under `onLocked: 'skip'`: where skipped calls are noted (held elsewhere at debug, masters unavailable once per episode). */
   readonly skips: SkippedCalls | undefined;
 }
@@ -98,6 +101,7 @@ export class LockPlanner {
       returnsObservable: isObservableType(returnType),
       instrumentation: this.instrumentation(),
       skipWhenHeld: onLocked === 'skip',
+      holds: new HoldTimes(),
       skips: onLocked === 'skip' ? new SkippedCalls(site, this.settings.engine.logger) : undefined,
     };
   }

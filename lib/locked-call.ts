@@ -19,16 +19,17 @@ export async function runLocked<T>(
   invoke: () => T,
 ): Promise<Awaited<T> | undefined> {
   const call = plan.instrumentation?.callStarted(plan.site);
-  if (!call && !plan.skipWhenHeld) {
-    const resources = plan.key.resolve(args);
-    return redlock.using<Awaited<T>>(resources, plan.ttlMs, async (): Promise<Awaited<T>> => await invoke(), plan.options);
-  }
   let ran = false;
   const locked = () =>
     redlock.using<Awaited<T>>(plan.key.resolve(args), plan.ttlMs, async (): Promise<Awaited<T>> => {
       ran = true;
       plan.skips?.recovered();
-      return await invoke();
+      const held = plan.holds.start();
+      try {
+        return await invoke();
+      } finally {
+        held();
+      }
     }, plan.options);
   try {
     // In the call's context: the acquire (and the method) see the call's span as their parent.
@@ -36,7 +37,8 @@ export async function runLocked<T>(
     call?.ended('ran');
     return result;
   } catch (error) {
-    // Only our own acquire is skipped: a LockHeldError the method itself threw is its outcome.
+    // Only our own acquire is skipped (or told when to retry): a LockHeldError the method itself threw is its outcome.
+    if (!ran && error instanceof LockHeldError) plan.holds.annotate(error);
     if (!ran && isSkip(plan, error, true)) return skipped(plan, call, error);
     call?.ended(ran ? 'threw' : 'not_locked', error);
     throw error;
@@ -99,6 +101,8 @@ export function observeLocked<T>(
     let session: LockSession | undefined;
     let inner: Subscription | undefined;
     let unsubscribed = false;
+    /** Ends the timing of this hold (HoldTimes), once the lock is taken. */
+    let held: (() => void) | undefined;
     const call = plan.instrumentation?.callStarted(plan.site);
 
     const enter = async () => redlock.enter(plan.key.resolve(args), plan.ttlMs, plan.options);
@@ -111,7 +115,11 @@ export function observeLocked<T>(
           void entered.exit();
           return;
         }
-        const release = (then: () => void) => void entered.exit().then(then, then);
+        held = plan.holds.start();
+        const release = (then: () => void) => {
+          held?.();
+          void entered.exit().then(then, then);
+        };
         const fail = (error: unknown) =>
           release(() => {
             call?.ended('threw', error);
@@ -135,6 +143,7 @@ export function observeLocked<T>(
         });
       },
       (error: unknown) => {
+        if (error instanceof LockHeldError) plan.holds.annotate(error);
         if (isSkip(plan, error, options.skipWhenUnavailable ?? false)) {
           skipped(plan, call, error);
           if (options.emitOnSkip) subscriber.next(undefined as T);
@@ -152,6 +161,7 @@ export function observeLocked<T>(
       // After an end reported above this changes nothing: only the first end counts.
       call?.ended('cancelled');
       unsubscribed = true;
+      held?.();
       inner?.unsubscribe();
       void session?.exit();
     };

@@ -31,7 +31,8 @@ const TRANSPORTS: ReadonlySet<string> = new Set<HandlerTransport>(['http', 'rpc'
  * unsubscribed. `{N}` in a key is the handler's Nth parameter on every transport.
  *
  * A lock that cannot be had becomes the transport's own error: over HTTP 409 (held elsewhere,
- * with `Retry-After`), 503 (too few masters), or 400 when an argument the client sent cannot
+ * with a `Retry-After` estimated from how long the handler has held its lock recently, between
+ * 1 s and the holder's remaining ttl), 503 (too few masters), or 400 when an argument the client sent cannot
  * form the key; elsewhere an `RpcException`, a `WsException` or a `GraphQLError` carrying the same
  * facts (`lockErrorPayload`). Under `onLocked: 'skip'` a handler whose lock is held elsewhere
  * does not run and the call yields undefined: over HTTP the route's status with an empty body,

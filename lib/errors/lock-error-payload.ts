@@ -1,4 +1,5 @@
-import { RedlockError, type RedlockErrorCode } from '../core/base/errors.js';
+import { LockHeldError, RedlockError, type RedlockErrorCode } from '../core/base/errors.js';
+import { retryAfterMsOf } from './retry-after.js';
 import { lockHttpException } from './lock-http-exception.js';
 import { LockKeyArgumentError } from './lock-key-argument.error.js';
 
@@ -17,8 +18,10 @@ export interface LockErrorPayload {
   /** The resources of the lock (absent for `INVALID_ARGUMENT`: no key could be formed). */
   readonly resources?: readonly string[];
   /**
-   * When the lock may be had: the holder's remaining ttl (`LOCK_HELD`), or when restarted
-   * masters vote again (`QUORUM_UNREACHABLE`). Absent when unknown.
+   * When the lock may be had, in ms: for `LOCK_HELD` the value the 409's `Retry-After` is made
+   * from (for a `@WithLock` handler an estimate from its recent hold durations, at least 1000 and
+   * at most the holder's remaining ttl; for a lock taken by hand the holder's remaining ttl); for
+   * `QUORUM_UNREACHABLE` when restarted masters vote again. Absent when unknown.
    */
   readonly retryAfterMs?: number;
   /** `INVALID_ARGUMENT`: the key placeholder the client's argument could not fill, `{0.id}`. */
@@ -38,6 +41,6 @@ export function lockErrorPayload(error: unknown): LockErrorPayload | undefined {
   const http = lockHttpException(error);
   if (!http) return undefined;
   const { message, resources } = http.getResponse() as { message: string; resources: readonly string[] };
-  const { retryAfterMs } = error as { retryAfterMs?: number };
+  const retryAfterMs = error instanceof LockHeldError ? retryAfterMsOf(error) : (error as { retryAfterMs?: number }).retryAfterMs;
   return { status: 'error', code: error.code, message, resources, ...(retryAfterMs === undefined ? {} : { retryAfterMs }) };
 }
