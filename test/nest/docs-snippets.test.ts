@@ -14,6 +14,8 @@ import { afterAll, expect, it } from 'vitest';
 // './orders.service'`); the others are written under src/ with a name of their own. The README's
 // quick start is the app the guides build on: each guide is compiled in a folder of its own,
 // over the README's named files (a guide's file of the same name replaces the README's).
+// Test blocks use the test runner's globals (describe, it, expect), as a `nest new` app's Jest
+// does: Vitest's global types stand for them here.
 // readme-examples.test.ts runs the quick start against real masters.
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
@@ -75,6 +77,7 @@ it('every TypeScript block of the README and the guides compiles against lib/, c
     blocks += contents.size;
   }
   expect(blocks).toBeGreaterThan(20);
+  writeFileSync(join(dir, 'test-globals.d.ts'), `/// <reference path="${join(ROOT, 'node_modules/vitest/globals.d.ts')}" />\n`);
   writeFileSync(
     join(dir, 'tsconfig.json'),
     JSON.stringify({
