@@ -16,7 +16,8 @@ import { afterAll, expect, it } from 'vitest';
 // over the README's named files (a guide's file of the same name replaces the README's).
 // Test blocks use the test runner's globals (describe, it, expect), as a `nest new` app's Jest
 // does: Vitest's global types stand for them here.
-// readme-examples.test.ts runs the quick start against real masters.
+// readme-examples.test.ts runs the quick start against real masters, and test/compat/nest11-readme
+// builds it from these blocks as a Nest 11 CommonJS app under Jest.
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const README = 'README.md';
