@@ -7,7 +7,7 @@ import type { Results } from './support/results.js';
 import { bestPeer, evaluateTargets, type TargetRow } from './targets.js';
 
 const RESULTS = new URL('./RESULTS.md', import.meta.url);
-const README = new URL('../README.md', import.meta.url);
+const SUMMARY = new URL('../docs/benchmark.md', import.meta.url);
 /** Hand-written diagnosis in RESULTS.md, kept when the benchmark rewrites the file. */
 const NOTES = ['<!-- notes:start -->', '<!-- notes:end -->'] as const;
 /** The telemetry overhead section (bench/telemetry.ts), also kept when the benchmark rewrites the file. */
@@ -16,8 +16,8 @@ export const TELEMETRY_MARKERS = ['<!-- telemetry:start -->', '<!-- telemetry:en
 export const REPLICA_ACKS_MARKERS = ['<!-- replica-acks:start -->', '<!-- replica-acks:end -->'] as const;
 /** The scaling curves (bench/scaling.ts), also kept when the benchmark rewrites the file. */
 export const SCALING_MARKERS = ['<!-- scaling:start -->', '<!-- scaling:end -->'] as const;
-/** Where the README shows the summary table. */
-const README_TABLE = ['<!-- bench:start -->', '<!-- bench:end -->'] as const;
+/** Where docs/benchmark.md shows the summary table. */
+const SUMMARY_TABLE = ['<!-- bench:start -->', '<!-- bench:end -->'] as const;
 
 export interface ReportInput {
   results: Results;
@@ -87,15 +87,15 @@ export function renderReport({ results, scenarios, mode, reps, minutes, load, en
   ].join('\n');
 }
 
-/** The table README.md shows, between its bench markers. */
-export function updateReadme(report: string): void {
-  const readme = readFileSync(README, 'utf8');
-  const [start, end] = README_TABLE;
+/** The summary table docs/benchmark.md shows, between its bench markers. */
+export function updateSummaryTable(report: string): void {
+  const readme = readFileSync(SUMMARY, 'utf8');
+  const [start, end] = SUMMARY_TABLE;
   const from = readme.indexOf(start);
   const to = readme.indexOf(end);
   if (from < 0 || to < from) return;
   const table = /## Summary\n\n([\s\S]*?)\n\n## /.exec(report)?.[1] ?? '';
-  writeFileSync(README, `${readme.slice(0, from + start.length)}\n${table}\n${readme.slice(to)}`);
+  writeFileSync(SUMMARY, `${readme.slice(0, from + start.length)}\n${table}\n${readme.slice(to)}`);
 }
 
 function summaryTable(rows: TargetRow[]): string {

@@ -7,7 +7,7 @@ import { parseArgs } from 'node:util';
 import { RedisFleet } from '../test/support/redis-fleet.js';
 import { connectMasters, disconnectAll } from '../test/support/masters.js';
 import { LIBRARIES, type LibraryId } from './adapters/index.js';
-import { renderReport, updateReadme } from './report.js';
+import { renderReport, updateSummaryTable } from './report.js';
 import { SCENARIOS, scenarioById } from './scenarios/index.js';
 import type { Figures, Scenario } from './scenarios/scenario.js';
 import { engineSource, type EngineSource } from './support/machine.js';
@@ -75,8 +75,8 @@ const engine: [EngineSource, EngineSource] = [engineAtStart, engineSource()];
 if (engine[0].digest !== engine[1].digest) console.warn(`lib/ changed during the run: ${engine[0].label} -> ${engine[1].label}`);
 const report = renderReport({ results, scenarios, mode, reps, minutes, load: [loadAtStart, loadavg()[0]!], engine });
 writeFileSync(out, report);
-if (official) updateReadme(report);
-console.log(`\nwrote ${out}${official ? ' and the README table' : ''}`);
+if (official) updateSummaryTable(report);
+console.log(`\nwrote ${out}${official ? ' and the docs/benchmark.md table' : ''}`);
 
 function measure(scenario: Scenario, library: LibraryId, urls: string[], storeUrl: string): Promise<Figures> {
   return measureInChild({ scenario: scenario.id, library, urls, storeUrl, params: scenario.params[mode] });

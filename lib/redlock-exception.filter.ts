@@ -14,6 +14,7 @@ export class RedlockExceptionFilter extends BaseExceptionFilter {
     super(adapterHost?.httpAdapter);
   }
 
+  /** Answers a lock error of an HTTP handler as `@WithLock` would; anything else as Nest's default filter does. */
   override catch(error: LockHeldError | QuorumUnreachableError | LockLostError, host: ArgumentsHost): void {
     const exception = host.getType() === 'http' ? lockHttpException(error) : undefined;
     if (!exception) return super.catch(error, host);

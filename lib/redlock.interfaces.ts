@@ -91,5 +91,6 @@ export interface RedlockModuleOptions extends RedlockOptions {
 
 /** Implemented by a class given to `forRootAsync({ useClass })` or `useExisting`. */
 export interface RedlockOptionsFactory {
+  /** The module's options, built from what the class injects. */
   createRedlockOptions(): RedlockModuleOptions | Promise<RedlockModuleOptions>;
 }

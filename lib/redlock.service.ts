@@ -55,6 +55,7 @@ export class RedlockService implements OnApplicationShutdown {
    * lost) and releasing it afterwards, whatever happens.
    */
   using<T>(resources: string | readonly string[], routine: LockedRoutine<T>, options?: UsingOptions): Promise<T>;
+  /** The same, with a ttl of its own instead of the module's `defaultTtlMs`. */
   using<T>(resources: string | readonly string[], ttlMs: number, routine: LockedRoutine<T>, options?: UsingOptions): Promise<T>;
   using<T>(
     resources: string | readonly string[],

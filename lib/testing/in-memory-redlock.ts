@@ -46,8 +46,11 @@ export interface HoldElsewhereOptions {
  * the acquire loop, sessions, held locks, extensions and releases are the real engine's (EngineCore).
  */
 export class InMemoryRedlock extends EventEmitter implements RedlockEngine, LockEngine {
+  /** @internal The options with their defaults filled in, as `Redlock.options`. */
   readonly options: ResolvedRedlockOptions;
+  /** Masters a lock needs: 1, the modelled masters answer as one. */
   readonly quorum = 1;
+  /** @internal No real masters, as `Redlock.nodes` would list them. */
   readonly nodes: readonly never[] = [];
   readonly #store = new MemoryLockStore();
   readonly #names: KeyNames;
@@ -89,22 +92,27 @@ export class InMemoryRedlock extends EventEmitter implements RedlockEngine, Lock
     });
   }
 
+  /** As `Redlock.acquire`: waits while another owner holds the resources, within `waitTimeoutMs`. */
   acquire(resources: string | readonly string[], ttlMs: number, options: AcquireOptions = {}): Promise<Lock> {
     return this.#core.acquire(resources, ttlMs, options);
   }
 
+  /** As `Redlock.tryAcquire`: one round, `null` when another owner holds them. */
   tryAcquire(resources: string | readonly string[], ttlMs: number, options: Pick<AcquireOptions, 'fencing' | 'mode' | 'limit'> = {}): Promise<Lock | null> {
     return this.#core.tryAcquire(resources, ttlMs, options);
   }
 
+  /** As `Redlock.using`: acquires, extends while `routine` runs, always releases. */
   using<T>(resources: string | readonly string[], ttlMs: number, routine: LockedRoutine<T>, options: UsingOptions = {}): Promise<T> {
     return this.#core.using(resources, ttlMs, routine, options);
   }
 
+  /** As `Redlock.enter`: acquires (or re-enters) for work that is not one promise. */
   enter(resources: string | readonly string[], ttlMs: number, options: UsingOptions = {}): Promise<LockSession> {
     return this.#core.enter(resources, ttlMs, options);
   }
 
+  /** As `Redlock.expectTtl`: a ttl the app will use (the restart quarantine's window covers it). */
   expectTtl(ttlMs: number): void {
     checkTtl('ttlMs', ttlMs);
   }
@@ -122,6 +130,7 @@ export class InMemoryRedlock extends EventEmitter implements RedlockEngine, Lock
     return { quorum: this.quorum, voting: reachable ? 1 : 0, available: reachable, availableInMs: reachable ? 0 : undefined, masters: [master] };
   }
 
+  /** The locks this engine's callers hold now. */
   get heldLocks(): ReadonlySet<Lock> {
     return this.#core.heldLocks;
   }
@@ -184,6 +193,7 @@ export class InMemoryRedlock extends EventEmitter implements RedlockEngine, Lock
     this.#store.reachable = false;
   }
 
+  /** The masters answer again, as before `makeQuorumUnreachable()`. */
   restoreQuorum(): void {
     this.#store.reachable = true;
   }

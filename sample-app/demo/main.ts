@@ -146,7 +146,7 @@ async function reconcilePhase(unlocked: BurstResult): Promise<void> {
   // Let one more run see the final state of every account.
   await waitForRuns(url, (await history(url)).runs.length, 1, 5 * (everyMs + workMs));
   const summary = summarize(await history(url));
-  say(`4. Reconciliation job (@WithLock('reconcile', { onLocked: 'fail' }), every ${everyMs} ms on each replica):`);
+  say(`4. Reconciliation job (@Interval, @WithLock('reconcile', { onLocked: 'skip' }), every ${everyMs} ms on each replica):`);
   const perReplica = Object.entries(summary.perReplica).map(([replica, count]) => `${replica} ${count}`).join(', ');
   say(`   ran ${summary.runs} times (${perReplica}); overlapping runs: ${summary.overlaps}`);
   say(

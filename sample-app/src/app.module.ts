@@ -1,6 +1,7 @@
 import { type MiddlewareConsumer, Module, type NestModule } from '@nestjs/common';
 import { ConfigModule, ConfigService } from '@nestjs/config';
 import { APP_FILTER } from '@nestjs/core';
+import { ScheduleModule } from '@nestjs/schedule';
 import { RedlockExceptionFilter, RedlockModule } from 'nestjs-redlock';
 import { IdleConnectionCloser } from './common/idle-connection-closer.js';
 import { RequestTimingMiddleware } from './common/request-timing.js';
@@ -20,6 +21,8 @@ import { WalletModule } from './wallet/wallet.module.js';
       inject: [ConfigService],
       useFactory: (config: ConfigService<SampleConfig, true>) => redlockOptions(config),
     }),
+    // Runs the reconciliation job's @Interval on every replica; its lock picks the one that works.
+    ScheduleModule.forRoot(),
     StoreModule,
     WalletModule,
     ReconcileModule,

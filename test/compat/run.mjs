@@ -53,6 +53,12 @@ const serve = (entry) => ({ label: `serve ${entry} (HTTP checks)`, serve: entry 
 /** Longest first: with 2 at a time, the long installs overlap the short fixtures. */
 const FIXTURES = [
   {
+    // The README's quick start, built from its code blocks (see markdownFiles below).
+    name: 'nest11-readme',
+    markdown: ['README.md', 'docs/production.md'],
+    steps: [npm('run', 'build'), npm('test'), npm('run', 'test:e2e')],
+  },
+  {
     name: 'nest11-cjs-jest',
     steps: [npm('run', 'build'), serve('dist/main.js'), node('test/one-copy.js'), npm('run', 'test:e2e')],
   },
@@ -375,6 +381,10 @@ async function runFixture(fixture, { workDir, tarball, env }) {
     recursive: true,
     filter: (src) => !['node_modules', 'dist'].includes(basename(src)) && !src.endsWith('.tsbuildinfo'),
   });
+  for (const [path, code] of markdownFiles(fixture.markdown ?? [])) {
+    mkdirSync(dirname(join(cwd, path)), { recursive: true });
+    writeFileSync(join(cwd, path), code);
+  }
   const steps = [
     { label: 'npm ci', cmd: 'npm', args: ['ci', '--no-audit', '--no-fund', '--prefer-offline'], timeoutMs: INSTALL_TIMEOUT_MS },
     { label: 'npm install --no-save <tarball>', cmd: 'npm', args: ['install', '--no-save', '--no-audit', '--no-fund', '--prefer-offline', tarball.file], timeoutMs: INSTALL_TIMEOUT_MS },
@@ -395,6 +405,25 @@ async function runFixture(fixture, { workDir, tarball, env }) {
     }
   }
   return { name: fixture.name, ok: true, ms: Date.now() - started, done };
+}
+
+/**
+ * The code blocks of these markdown files (paths from the repository's root) that name their
+ * file in a first-line comment, `// src/orders.service.ts`: a fixture built from them runs what a
+ * reader pastes. A file named twice is an error.
+ */
+function markdownFiles(markdownPaths) {
+  const files = new Map();
+  for (const markdownPath of markdownPaths) {
+    const markdown = readFileSync(join(REPO, markdownPath), 'utf8');
+    for (const [, code] of markdown.matchAll(/^```ts\n([\s\S]*?)^```$/gm)) {
+      const path = /^\/\/ ((?:src|test)\/[\w./-]+\.ts)\n/.exec(code)?.[1];
+      if (!path) continue;
+      if (files.has(path)) throw new Error(`${markdownPath}: ${path} is named by two code blocks`);
+      files.set(path, code);
+    }
+  }
+  return files;
 }
 
 /** Runs `tasks` (functions returning promises) at most `jobs` at a time, in order. */

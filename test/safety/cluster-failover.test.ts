@@ -217,7 +217,7 @@ async function failoverScenario(quarantine: boolean, kind: Kind): Promise<void> 
           'holds exactly the cluster and one standalone; the replica of the shard owning A\'s resource is cut off before A ' +
           'acquires, then the shard master is SIGKILLed and the replica promoted (by the cluster, or at once by CLUSTER ' +
           'FAILOVER TAKEOVER), each episode on the next shard, while 2 processes x 3 workers keep trying one resource per ' +
-          'shard through all 3 voters (ioredis Cluster client as the README configures it), one tryAcquire every 20-70 ms ' +
+          'shard through all 3 voters (ioredis Cluster client as docs/production.md configures it), one tryAcquire every 20-70 ms ' +
           '(ttl 2 s; A\'s ttl 8 s, so the workers\' quarantine is set to 8 s; default fences). Every promoted replica had ' +
           'been up for longer than the window: only its new run_id for the slot can quarantine it. The old master then ' +
           'rejoins, empty, as the new master\'s replica.' +

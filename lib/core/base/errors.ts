@@ -13,6 +13,7 @@ export type RedlockErrorCode =
 
 /** Base class of every error this library throws; `code` is stable across versions. */
 export abstract class RedlockError extends Error {
+  /** Which error this is, stable across versions and package copies (`instanceof` is not). */
   abstract readonly code: RedlockErrorCode;
 
   constructor(message: string, options?: { cause?: unknown }) {
@@ -39,12 +40,15 @@ function describe(outcomes: readonly NodeOutcome[]): string {
 
 /** Another owner holds the resource on enough masters that a quorum is impossible. */
 export class LockHeldError extends RedlockError {
+  /** Always `'LOCK_HELD'`. */
   readonly code = 'LOCK_HELD';
 
   constructor(
+    /** The resources asked for. */
     readonly resources: readonly string[],
     /** Names of the masters that refused because another token holds the key. */
     readonly refusedBy: readonly string[],
+    /** Rounds tried before giving up. */
     readonly attempts: number,
     /** Longest remaining ttl of the blocking keys, when the masters reported it. */
     readonly retryAfterMs: number | undefined,
@@ -58,6 +62,7 @@ export class LockHeldError extends RedlockError {
 
 /** Not enough masters answered (errors, timeouts, restart quarantine) or the grant came too late to be valid. */
 export class QuorumUnreachableError extends RedlockError {
+  /** Always `'QUORUM_UNREACHABLE'`. */
   readonly code = 'QUORUM_UNREACHABLE';
   /**
    * Set when masters in restart quarantine are what is missing: in how many ms enough of them
@@ -66,10 +71,13 @@ export class QuorumUnreachableError extends RedlockError {
   readonly retryAfterMs: number | undefined;
 
   constructor(
+    /** The resources asked for. */
     readonly resources: readonly string[],
+    /** Masters a lock needs: a majority of them. */
     readonly quorum: number,
     /** What every master did in the last round; errors are free of credentials. */
     readonly nodes: readonly NodeOutcome[],
+    /** Why, when it is not the masters' answers (a grant that came too late to be valid, say). */
     readonly detail?: string,
   ) {
     const granted = nodes.filter((o) => o.status === 'granted').length;
@@ -89,11 +97,15 @@ export class QuorumUnreachableError extends RedlockError {
 
 /** The lock is no longer held: it expired, was released, or a majority no longer has our token. */
 export class LockLostError extends RedlockError {
+  /** Always `'LOCK_LOST'`. */
   readonly code = 'LOCK_LOST';
 
   constructor(
+    /** The resources of the lost lock. */
     readonly resources: readonly string[],
+    /** What happened: refused by a majority, validity ran out, released. */
     readonly reason: string,
+    /** What every master said, when a round found the loss. */
     readonly nodes: readonly NodeOutcome[] = [],
   ) {
     super(`lock on ${names(resources)} lost: ${reason}${nodes.length ? ` (${describe(nodes)})` : ''}`);
@@ -102,10 +114,13 @@ export class LockLostError extends RedlockError {
 
 /** The lock reached `maxExtensions`; it stays valid until its current deadline, then it is gone. */
 export class ExtensionLimitError extends RedlockError {
+  /** Always `'EXTENSION_LIMIT'`. */
   readonly code = 'EXTENSION_LIMIT';
 
   constructor(
+    /** The resources of the lock. */
     readonly resources: readonly string[],
+    /** The `maxExtensions` option that was reached. */
     readonly maxExtensions: number,
   ) {
     super(`lock on ${names(resources)} reached its limit of ${maxExtensions} extensions`);
@@ -117,10 +132,13 @@ export class ExtensionLimitError extends RedlockError {
  * resource list, an option of the wrong type); `argument` names it and `value` is what was given.
  */
 export class InvalidArgumentError extends RedlockError {
+  /** Always `'INVALID_ARGUMENT'`. */
   readonly code = 'INVALID_ARGUMENT';
 
   constructor(
+    /** The argument or option refused, as the caller named it (`ttlMs`, `options.keyPrefix`). */
     readonly argument: string,
+    /** What was given. */
     readonly value: unknown,
     expectation: string,
   ) {
@@ -130,9 +148,11 @@ export class InvalidArgumentError extends RedlockError {
 
 /** The caller's AbortSignal fired while waiting for the lock; nothing is held. */
 export class AcquireAbortedError extends RedlockError {
+  /** Always `'ACQUIRE_ABORTED'`. */
   readonly code = 'ACQUIRE_ABORTED';
 
   constructor(
+    /** The resources that were being waited for. */
     readonly resources: readonly string[],
     reason: unknown,
   ) {
@@ -145,9 +165,11 @@ export class AcquireAbortedError extends RedlockError {
  * there, or a semaphore and a plain / read-write lock. Merging them would break both promises.
  */
 export class LockKindMismatchError extends RedlockError {
+  /** Always `'LOCK_KIND_MISMATCH'`. */
   readonly code = 'LOCK_KIND_MISMATCH';
 
   constructor(
+    /** The resource used as two kinds. */
     readonly resource: string,
     /** What this call asked for: `'lock'` (plain, read or write: one family) or `'limit N'`. */
     readonly requested: string,
@@ -163,9 +185,13 @@ export class LockKindMismatchError extends RedlockError {
  * readers to leave would wait for itself. Release the read lock and acquire the write lock instead.
  */
 export class LockUpgradeError extends RedlockError {
+  /** Always `'LOCK_UPGRADE'`. */
   readonly code = 'LOCK_UPGRADE';
 
-  constructor(readonly resources: readonly string[]) {
+  constructor(
+    /** The resources the write lock was asked for. */
+    readonly resources: readonly string[],
+  ) {
     super(`write lock on ${names(resources)} asked for inside a read lock on it: upgrading a read lock is refused (it would deadlock)`);
   }
 }

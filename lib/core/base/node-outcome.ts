@@ -7,7 +7,9 @@ export type NodeStatus = 'granted' | 'refused' | 'error' | 'timeout' | 'quaranti
 
 /** What one master answered in one round, as errors and release results report it. */
 export interface NodeOutcome {
+  /** The master, by host and port only (or `sentinel:<name>@…`, `cluster:<first node>`). */
   readonly node: string;
+  /** What it did in the round. */
   status: NodeStatus;
   /** Error text, free of credentials, when status is error, timeout or quarantined. */
   error?: string;

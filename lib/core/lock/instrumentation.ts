@@ -77,6 +77,7 @@ export interface CallObserver {
    * the parent of the acquire span here. Must call `work` once and return what it returns.
    */
   run?<T>(work: () => T): T;
+  /** The call is over: how it ended, and the error it threw, if any. */
   ended?(outcome: CallOutcome, error: unknown): void;
 }
 
@@ -98,6 +99,7 @@ export interface RedlockInstrumentation {
   lockReleased?(lock: Lock, heldMs: number): void;
   /** A held lock must no longer be relied on, after `heldMs` held; its release, if any, is not reported again. */
   lockLost?(lock: Lock, reason: LostReason, error: unknown, heldMs: number): void;
+  /** An extension of a held lock (automatic or by hand) ended, with this outcome. */
   extensionEnded?(lock: Lock, outcome: ExtensionOutcome): void;
   /** A request to one master failed or timed out, in a round of `operation`. */
   masterFailed?(master: MasterAddress, failure: MasterFailure, operation: MasterOperation): void;

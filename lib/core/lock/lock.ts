@@ -20,6 +20,7 @@ export interface ReleaseResult {
    * resources (no round trip; the masters were not asked, so `nodes` is empty).
    */
   readonly handedOver?: boolean;
+  /** What each master did, as they answer (filled in after `release()` resolves, for the slower ones). */
   readonly nodes: readonly NodeOutcome[];
 }
 
@@ -36,13 +37,19 @@ export interface LockEngine {
 
 /** What a lock shows of itself when serialised or inspected: nothing that grants access. */
 export interface LockSummary {
+  /** The resources the lock holds. */
   readonly resources: readonly string[];
   /** Wall-clock estimate of when the validity ends (ISO 8601); null once expired, lost or released. */
   readonly validUntil: string | null;
+  /** `remainingMs()` when the summary was made. */
   readonly remainingMs: number;
+  /** The fencing token, when the acquisition asked for one. */
   readonly fence?: number;
+  /** `'read'` for a reader; absent for an exclusive (write) lock. */
   readonly mode?: 'read';
+  /** For a permit: the semaphore's limit. */
   readonly limit?: number;
+  /** For a permit: which of the `limit` slots it holds, per resource. */
   readonly slots?: readonly number[];
 }
 
@@ -73,6 +80,7 @@ export class Lock {
   /** @internal Locks come from an engine's acquire, never from `new`. */
   constructor(
     engine: LockEngine,
+    /** The resources this lock holds, all together. */
     readonly resources: readonly string[],
     /** The Redis keys, `keyPrefix` + resource. */
     readonly keys: readonly string[],
@@ -113,10 +121,12 @@ export class Lock {
     return this.#ttlMs;
   }
 
+  /** How many times the lock was extended (bounded by `maxExtensions`). */
   get extensions(): number {
     return this.#extensions;
   }
 
+  /** True once `release()` was called. */
   get released(): boolean {
     return this.#release !== undefined;
   }
@@ -222,6 +232,7 @@ export class Lock {
     }
   }
 
+  /** What `JSON.stringify(lock)` shows: the summary, never the token or the engine. */
   toJSON(): LockSummary {
     const remainingMs = Math.floor(this.remainingMs());
     return {
@@ -234,6 +245,7 @@ export class Lock {
     };
   }
 
+  /** What `util.inspect(lock)` and `console.log(lock)` show: the summary. */
   [inspect.custom](_depth: number, options: object): string {
     return `Lock ${inspect(this.toJSON(), options)}`;
   }

@@ -7,6 +7,7 @@ export const WAKE_CHANNEL_PREFIX = 'redlock-wake:';
 
 /** Where the engine writes its warnings (a Nest `Logger`, `console`, anything with `warn`). */
 export interface RedlockLogger {
+  /** One warning, already free of credentials. */
   warn(message: string): void;
 }
 

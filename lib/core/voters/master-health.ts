@@ -22,11 +22,13 @@ export interface MasterHealth {
   readonly shardsQuarantinedForMs?: number;
   /** The master listed earlier that this one repeats (same run_id): its votes never count. */
   readonly sameServerAs?: string;
+  /** Why it did not answer, free of credentials. */
   readonly error?: string;
 }
 
 /** What `checkMasters()` reports: whether a lock could be granted now, and each master's state. */
 export interface MastersHealth {
+  /** Masters a lock needs: a majority of them. */
   readonly quorum: number;
   /** Masters whose votes would count now. */
   readonly voting: number;
@@ -37,6 +39,7 @@ export interface MastersHealth {
    * many ms enough of them vote again; undefined when masters are down or duplicated.
    */
   readonly availableInMs: number | undefined;
+  /** Each master, in the order they were given. */
   readonly masters: readonly MasterHealth[];
 }
 

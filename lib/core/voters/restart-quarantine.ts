@@ -2,7 +2,9 @@ import { NodeQuarantinedError, type NodeRestart, type RedisNode, type RestartRea
 
 /** The engine's `'quarantine'` event: a master's votes stop counting for a while, and why. */
 export interface QuarantineNotice {
+  /** The master, by host and port. */
   readonly node: string;
+  /** Why its votes stopped counting: it restarted, started recently, or was promoted. */
   readonly reason: RestartReason;
   /** How long the master's votes will still not count. */
   readonly remainingMs: number;

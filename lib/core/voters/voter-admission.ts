@@ -14,10 +14,15 @@ export type DuplicateKind = 'same server' | 'same cluster' | 'cluster node';
 
 /** A master listed twice: `node` reaches the same server, or cluster, as `sameAs`. */
 export interface DuplicateMaster {
+  /** The name that repeats a master. */
   readonly node: string;
+  /** Its place among the clients given. */
   readonly index: number;
+  /** The master it repeats. */
   readonly sameAs: string;
+  /** That master's place among the clients given. */
   readonly sameAsIndex: number;
+  /** The same server, the same Redis Cluster, or a node of a Cluster given beside it. */
   readonly kind: DuplicateKind;
 }
 

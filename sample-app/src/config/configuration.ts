@@ -41,10 +41,18 @@ export function configuration(env: NodeJS.ProcessEnv = process.env): SampleConfi
     // the call to a payment provider: the window in which unlocked requests race.
     wallet: { workMs: integer(env, 'WALLET_WORK_MS', 50, 0) },
     reconcile: {
-      everyMs: integer(env, 'RECONCILE_EVERY_MS', 2_000, 50),
+      everyMs: reconcileEveryMs(env),
       workMs: integer(env, 'RECONCILE_WORK_MS', 300, 0),
     },
   };
+}
+
+/**
+ * RECONCILE_EVERY_MS on its own: the job's `@Interval` reads it when its class is defined, before
+ * the ConfigModule exists (decorator arguments are fixed then).
+ */
+export function reconcileEveryMs(env: NodeJS.ProcessEnv = process.env): number {
+  return integer(env, 'RECONCILE_EVERY_MS', 2_000, 50);
 }
 
 function urls(env: NodeJS.ProcessEnv, name: string): string[] {

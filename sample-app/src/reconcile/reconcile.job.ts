@@ -1,25 +1,26 @@
-import { Injectable, Logger, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
+import { Injectable, Logger, type OnModuleDestroy } from '@nestjs/common';
 import { ConfigService } from '@nestjs/config';
+import { Interval } from '@nestjs/schedule';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { LockHeldError, QuorumUnreachableError, WithLock } from 'nestjs-redlock';
-import type { SampleConfig } from '../config/configuration.js';
+import { QuorumUnreachableError, WithLock } from 'nestjs-redlock';
+import { reconcileEveryMs, type SampleConfig } from '../config/configuration.js';
 import { Store } from '../store/store.js';
 import { AccountsRepository } from '../wallet/accounts.repository.js';
 import { ReconcileLog, type ReconcileRun } from './reconcile-log.js';
 
 /**
- * Checks every few seconds that each account's balance matches its ledger. Every replica has the
- * timer, but a run must not overlap another one anywhere: the whole run holds the 'reconcile'
- * lock, with the fail policy, so a replica that finds it taken skips this turn instead of
- * queueing behind it (the replica that holds it is doing the work already).
+ * Checks every few seconds that each account's balance matches its ledger, as the README
+ * advises a job across replicas: every replica's `@Interval` fires, and the run holds the
+ * 'reconcile' lock with `onLocked: 'skip'`, so a replica that finds it taken (by another replica,
+ * or by its own previous run still going) skips this turn instead of queueing behind it.
  */
 @Injectable()
-export class ReconcileJob implements OnApplicationBootstrap, OnModuleDestroy {
+export class ReconcileJob implements OnModuleDestroy {
   private readonly logger = new Logger(ReconcileJob.name);
   private readonly settings: SampleConfig['reconcile'];
   private readonly replicaId: string;
-  private timer: NodeJS.Timeout | undefined;
-  private current: Promise<void> | undefined;
+  private readonly running = new Set<Promise<void>>();
+  private stopping = false;
 
   constructor(
     private readonly accounts: AccountsRepository,
@@ -31,14 +32,10 @@ export class ReconcileJob implements OnApplicationBootstrap, OnModuleDestroy {
     this.replicaId = config.get('http.replicaId', { infer: true });
   }
 
-  onApplicationBootstrap(): void {
-    this.timer = setInterval(() => this.tick(), this.settings.everyMs);
-  }
-
-  /** Stops the timer and lets a run in progress finish (its lock is released as usual). */
+  /** Lets runs in progress finish (their locks are released as usual); no new one starts. */
   async onModuleDestroy(): Promise<void> {
-    clearInterval(this.timer);
-    await this.current;
+    this.stopping = true;
+    await Promise.all(this.running);
   }
 
   /**
@@ -46,8 +43,8 @@ export class ReconcileJob implements OnApplicationBootstrap, OnModuleDestroy {
    * the lock is extended while the run lasts. (A decorator's options are fixed at compile time,
    * so this one is a constant rather than configuration.)
    */
-  @WithLock('reconcile', { onLocked: 'fail', ttlMs: 5_000 })
-  async reconcile(): Promise<ReconcileRun> {
+  @WithLock('reconcile', { onLocked: 'skip', ttlMs: 5_000 })
+  async reconcile(): Promise<ReconcileRun | undefined> {
     const startUs = await this.store.nowUs();
     const ids = await this.accounts.ids();
     const views = await Promise.all(ids.map((id) => this.accounts.view(id)));
@@ -60,24 +57,34 @@ export class ReconcileJob implements OnApplicationBootstrap, OnModuleDestroy {
     return run;
   }
 
-  private tick(): void {
-    if (this.current) return; // this replica's previous run is still going
-    this.current = this.reconcile()
-      .then(
-        (run) => {
-          const problems = run.outOfBalance.length ? `; out of balance: ${run.outOfBalance.join(', ')}` : '';
-          this.logger.log(`reconciled ${run.checked} accounts${problems}`);
-        },
-        (error: unknown) => this.skipped(error),
-      )
-      .finally(() => (this.current = undefined));
+  /**
+   * The timer's turn: one run, or a skip recorded in the job's history. A lock error is this job's
+   * to report (as a warning and a recorded skip), not the scheduler's: the masters being out of
+   * reach, or in restart quarantine after a fresh deploy, is no crash of the job.
+   */
+  @Interval('reconcile', reconcileEveryMs())
+  async tick(): Promise<void> {
+    if (this.stopping) return;
+    const turn = this.reconcile().then(
+      (run) => this.ran(run),
+      (error: unknown) => this.failed(error),
+    );
+    this.running.add(turn);
+    await turn.finally(() => this.running.delete(turn));
   }
 
-  private async skipped(error: unknown): Promise<void> {
-    if (error instanceof LockHeldError) {
-      this.logger.log('skipped: another replica runs it');
+  private async ran(run: ReconcileRun | undefined): Promise<void> {
+    if (!run) {
+      this.logger.log('skipped: the lock is held (another replica, or this one\'s previous run)');
       await this.log.recordSkip(this.replicaId, 'held').catch(() => undefined);
-    } else if (error instanceof QuorumUnreachableError) {
+      return;
+    }
+    const problems = run.outOfBalance.length ? `; out of balance: ${run.outOfBalance.join(', ')}` : '';
+    this.logger.log(`reconciled ${run.checked} accounts${problems}`);
+  }
+
+  private async failed(error: unknown): Promise<void> {
+    if (error instanceof QuorumUnreachableError) {
       this.logger.warn('skipped: too few lock masters reachable');
       await this.log.recordSkip(this.replicaId, 'unavailable').catch(() => undefined);
     } else {

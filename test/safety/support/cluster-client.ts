@@ -4,7 +4,7 @@ import type { ClusterVoterConfig, WorkerConfig } from './protocol.js';
 
 /**
  * Lock clients for the voters a safety worker (or the test process) is given: a Redis Cluster
- * voter becomes an ioredis `Cluster` client, configured as the README shows a lock user doing
+ * voter becomes an ioredis `Cluster` client, configured as docs/production.md shows a lock user doing
  * it; every other voter a plain lock client (test/support/masters.ts).
  */
 
