@@ -4,7 +4,7 @@ import { expectOk } from '../http.js';
 /** What GET /reconcile/runs answers (see the sample app's reconcile-log.ts). */
 export interface ReconcileHistory {
   runs: { replica: string; startUs: number; endUs: number; checked: number; outOfBalance: string[] }[];
-  /** `${replica}:held` / `${replica}:unavailable` → count */
+  /** replica → how many of its turns were skipped */
   skips: Record<string, number>;
 }
 
@@ -13,8 +13,8 @@ export interface ReconcileSummary {
   perReplica: Record<string, number>;
   /** Pairs of runs whose [start, end] intervals, on the store's clock, overlap. */
   overlaps: number;
-  skippedHeld: number;
-  skippedUnavailable: number;
+  /** Turns skipped: the lock held elsewhere, or too few masters to grant it. */
+  skipped: number;
   /** Every account some run found out of balance. */
   flagged: string[];
 }
@@ -38,14 +38,11 @@ export function summarize(history: ReconcileHistory): ReconcileSummary {
   }
   const perReplica: Record<string, number> = {};
   for (const run of runs) perReplica[run.replica] = (perReplica[run.replica] ?? 0) + 1;
-  const skips = (reason: string) =>
-    Object.entries(history.skips).reduce((total, [key, count]) => (key.endsWith(`:${reason}`) ? total + count : total), 0);
   return {
     runs: runs.length,
     perReplica,
     overlaps,
-    skippedHeld: skips('held'),
-    skippedUnavailable: skips('unavailable'),
+    skipped: Object.values(history.skips).reduce((total, count) => total + count, 0),
     flagged: [...new Set(runs.flatMap((run) => run.outOfBalance))].sort(),
   };
 }

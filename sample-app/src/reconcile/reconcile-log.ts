@@ -11,8 +11,6 @@ export interface ReconcileRun {
   outOfBalance: string[];
 }
 
-export type SkipReason = 'held' | 'unavailable';
-
 const RUNS = 'reconcile:runs';
 const SKIPS = 'reconcile:skips';
 
@@ -25,8 +23,8 @@ export class ReconcileLog {
     await this.store.redis.rpush(RUNS, JSON.stringify(run));
   }
 
-  async recordSkip(replica: string, reason: SkipReason): Promise<void> {
-    await this.store.redis.hincrby(SKIPS, `${replica}:${reason}`, 1);
+  async recordSkip(replica: string): Promise<void> {
+    await this.store.redis.hincrby(SKIPS, replica, 1);
   }
 
   async history(): Promise<{ runs: ReconcileRun[]; skips: Record<string, number> }> {

@@ -2,7 +2,7 @@ import { Injectable, Logger, type OnModuleDestroy } from '@nestjs/common';
 import { ConfigService } from '@nestjs/config';
 import { Interval } from '@nestjs/schedule';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { QuorumUnreachableError, WithLock } from 'nestjs-redlock';
+import { WithLock } from 'nestjs-redlock';
 import { reconcileEveryMs, type SampleConfig } from '../config/configuration.js';
 import { Store } from '../store/store.js';
 import { AccountsRepository } from '../wallet/accounts.repository.js';
@@ -58,9 +58,10 @@ export class ReconcileJob implements OnModuleDestroy {
   }
 
   /**
-   * The timer's turn: one run, or a skip recorded in the job's history. A lock error is this job's
-   * to report (as a warning and a recorded skip), not the scheduler's: the masters being out of
-   * reach, or in restart quarantine after a fresh deploy, is no crash of the job.
+   * The timer's turn: one run, or a skip recorded in the job's history. With `onLocked: 'skip'` the
+   * call returns undefined both when another owner holds the lock and when too few masters can
+   * grant it (out of reach, or in restart quarantine after a fresh deploy): the module warns of the
+   * latter once per episode, so a skip is no failure of the job.
    */
   @Interval('reconcile', reconcileEveryMs())
   async tick(): Promise<void> {
@@ -75,20 +76,15 @@ export class ReconcileJob implements OnModuleDestroy {
 
   private async ran(run: ReconcileRun | undefined): Promise<void> {
     if (!run) {
-      this.logger.log('skipped: the lock is held (another replica, or this one\'s previous run)');
-      await this.log.recordSkip(this.replicaId, 'held').catch(() => undefined);
+      this.logger.log('skipped: the lock was not taken (another replica, or this one\'s previous run, holds it; or too few masters)');
+      await this.log.recordSkip(this.replicaId).catch(() => undefined);
       return;
     }
     const problems = run.outOfBalance.length ? `; out of balance: ${run.outOfBalance.join(', ')}` : '';
     this.logger.log(`reconciled ${run.checked} accounts${problems}`);
   }
 
-  private async failed(error: unknown): Promise<void> {
-    if (error instanceof QuorumUnreachableError) {
-      this.logger.warn('skipped: too few lock masters reachable');
-      await this.log.recordSkip(this.replicaId, 'unavailable').catch(() => undefined);
-    } else {
-      this.logger.error(`reconciliation failed: ${error instanceof Error ? error.message : String(error)}`);
-    }
+  private failed(error: unknown): void {
+    this.logger.error(`reconciliation failed: ${error instanceof Error ? error.message : String(error)}`);
   }
 }
