@@ -28,9 +28,18 @@ it('200 staggered callers that will not wait are told at most the holder\'s rema
   const holder = await holderEngine.redlock.acquire('acct', 5_000);
   // The masters set the holder's key a little apart (more so on a loaded box), and each caller
   // hears the longest PTTL among the masters that answered it first: what it is told may go up
-  // by that much from one caller to the next.
-  const pttls = await Promise.all(clients.map((client) => client.pttl('redlock:acct')));
-  const apart = Math.max(...pttls) - Math.min(...pttls);
+  // by that much from one caller to the next. Each master's expiry is placed on this process's
+  // clock between the instants its PTTL was asked and answered, so that a slow reply widens the
+  // allowance instead of hiding part of the spread (two flakes under load came from reading the
+  // spread as PTTLs taken at different moments).
+  const expiries = await Promise.all(
+    clients.map(async (client) => {
+      const asked = performance.now();
+      const pttl = await client.pttl('redlock:acct');
+      return { earliest: asked + pttl, latest: performance.now() + pttl };
+    }),
+  );
+  const apart = Math.max(...expiries.map((e) => e.latest)) - Math.min(...expiries.map((e) => e.earliest));
   // One caller of another process that does wait is in line too, as in real traffic.
   const patientEngine = await separateEngine(fleet.urls(), opened);
   const patient = patientEngine.redlock.acquire('acct', 5_000, { waitTimeoutMs: 20_000 });
