@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { checkHistory } from './support/checker.js';
-import type { HistoryEvent } from './support/history.js';
+import { deadlineAtCall, type HistoryEvent } from './support/history.js';
 
 // The checker on hand-written histories: a checker that cannot fail proves nothing, so every
 // violation it knows is shown to be found, and a clean history to pass. Times are in ms here.
@@ -157,6 +157,23 @@ describe('the safety checker', () => {
       expect(result.violations).toEqual([]);
       expect(result.holds.find((h) => h.token === 'a')!.end).toBe(T(phase === 'ok' ? 13 : 12));
     }
+  });
+
+  it("states a lock's last deadline, not the time of the call, for an extend called after it expired", () => {
+    // a's lock ran out at 100; a stalled process called extend at 1,700. The worker must claim 100:
+    // claiming 1,700 made b (at 1,500) look like an overlap in a run on a starved machine.
+    const lastClaim = T(100);
+    expect(deadlineAtCall(T(1_700), 0, lastClaim)).toBe(lastClaim);
+    expect(deadlineAtCall(T(50), 30, lastClaim)).toBe(T(80));
+    const history = [
+      ...hold({ token: 'a', ok: 0, validFor: 100, release: 1_800 }),
+      ...extend('a', 1_700, 1_701, 1_000, 'fail', Number(deadlineAtCall(T(1_700), 0, lastClaim)) / 1e6),
+      ...hold({ proc: 'q', token: 'b', ok: 1_500, validFor: 100 }),
+    ];
+    expect(checkHistory(history).violations).toEqual([]);
+    // Claiming the time of the call instead is an overlap of 200 ms.
+    const asCalled = [...hold({ token: 'a', ok: 0, validFor: 100, release: 1_800 }), ...extend('a', 1_700, 1_701, 1_000, 'fail', 1_700), ...hold({ proc: 'q', token: 'b', ok: 1_500, validFor: 100 })];
+    expect(checkHistory(asCalled).counts.overlap).toBe(1);
   });
 
   it('finds a holder that relies on its old deadline after a failed extend with a shorter ttl', () => {

@@ -91,6 +91,16 @@ export const ms = (ns: bigint): number => Number(ns) / 1e6;
 
 export const nsFromMs = (milliseconds: number): bigint => BigInt(Math.round(milliseconds * 1e6));
 
+/**
+ * A lock's deadline when an extend of it is called at `invokedAt`: `remainingMs` ahead while it
+ * has time left; once it has none it says only that the deadline has passed, and the deadline it
+ * last stated in the history (`lastClaim`) is when, not the time of the call, which a stalled
+ * event loop can put long after it.
+ */
+export function deadlineAtCall(invokedAt: bigint, remainingMs: number, lastClaim: bigint | undefined): bigint {
+  return remainingMs > 0 ? invokedAt + nsFromMs(remainingMs) : (lastClaim ?? invokedAt);
+}
+
 /** Append-only. Events arrive roughly, not strictly, in time order (batches from several processes). */
 export class History {
   readonly #events: HistoryEvent[] = [];

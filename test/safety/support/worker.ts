@@ -12,7 +12,7 @@ import { Redlock, RedlockError, type Lock, type QuarantineNotice } from '../../.
 import { connectMasters, disconnectAll } from '../../support/masters.js';
 import { connectSafetyVoters } from './cluster-client.js';
 import { cycleShape, sharesResource, type CycleShape } from './cycle-shape.js';
-import { now, nsFromMs } from './history.js';
+import { deadlineAtCall, now, nsFromMs } from './history.js';
 import type { ChildMessage, LoseReplyRequest } from './protocol.js';
 import { ask, config, flush, goListeners, proc, record, send, stopping } from './worker-ipc.js';
 
@@ -58,6 +58,19 @@ function codeOf(error: unknown): string {
 
 function messageOf(error: unknown): string {
   return (error instanceof Error ? error.message : String(error)).slice(0, 400);
+}
+
+/**
+ * The deadline each lock stated last in the history. Once its deadline has passed a lock says
+ * only "over", not when: an extend invoked after that stands its claim on this, not on the time
+ * of the call (which a stalled event loop can put well after the real deadline, so that holders
+ * who came in between looked like an overlap).
+ */
+const claims = new WeakMap<Lock, bigint>();
+
+function claimed(lock: Lock, until: bigint): bigint {
+  claims.set(lock, until);
+  return until;
 }
 
 /** Where the lock's validity ends on the shared clock. remainingMs first: never understates it. */
@@ -149,7 +162,7 @@ function acquired(engine: Engine, cycle: Cycle, lock: Lock, handedOff: boolean, 
     driftFactor: engine.redlock.options.driftFactor,
     token: lock.token,
     fence: lock.fence,
-    validUntil: validUntil(lock),
+    validUntil: claimed(lock, validUntil(lock)),
     ...(lock.mode === 'read' ? { mode: 'read' as const } : {}),
     ...(lock.limit > 1 ? { limit: lock.limit } : {}),
   });
@@ -194,14 +207,14 @@ async function extend(cycle: Cycle, lock: Lock, ttl = cycle.ttl): Promise<void> 
   const { worker, resource } = cycle;
   const id = `${cycle.id}:extend:${++extendIds}`;
   const invokedAt = now();
-  const before = invokedAt + nsFromMs(lock.remainingMs());
+  const before = deadlineAtCall(invokedAt, lock.remainingMs(), claims.get(lock));
   record({ worker, op: 'extend', phase: 'invoke', id, resource, token: lock.token, ttl, t: invokedAt });
   try {
     await lock.extend(ttl);
-    const until = validUntilAfterExtend(lock, invokedAt, ttl, before);
+    const until = claimed(lock, validUntilAfterExtend(lock, invokedAt, ttl, before));
     record({ worker, op: 'extend', phase: 'ok', id, resource, token: lock.token, ttl, validUntil: until });
   } catch (error) {
-    const until = validUntilAfterExtend(lock, invokedAt, ttl, before);
+    const until = claimed(lock, validUntilAfterExtend(lock, invokedAt, ttl, before));
     record({ worker, op: 'extend', phase: 'fail', id, resource, token: lock.token, ttl, validUntil: until, code: codeOf(error), error: messageOf(error) });
   }
 }
@@ -360,7 +373,7 @@ async function stallCycle(engine: Engine, worker: number, resource: string): Pro
     if (!read.accepted) return true;
     const stallMs = config.stallMs!;
     // The deadline as it stands now (an early automatic extension would have moved it).
-    record({ worker, op: 'extend', phase: 'ok', id: `${cycle.id}:as-of-stall`, resource, token: lock.token, validUntil: validUntil(lock), note: 'deadline when the stall began' });
+    record({ worker, op: 'extend', phase: 'ok', id: `${cycle.id}:as-of-stall`, resource, token: lock.token, validUntil: claimed(lock, validUntil(lock)), note: 'deadline when the stall began' });
     record({ worker, op: 'stall', phase: 'invoke', id: `${cycle.id}:stall`, resource, token: lock.token, fence: lock.fence, note: `${stallMs} ms` });
     const until = now() + nsFromMs(stallMs);
     while (now() < until) {
