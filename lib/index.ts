@@ -38,6 +38,7 @@ export {
   LockSession,
   LockUpgradeError,
   MAX_TTL_MS,
+  QuorumError,
   QuorumUnreachableError,
   Redlock,
   RedlockError,
@@ -49,6 +50,7 @@ export {
   type DuplicateKind,
   type DuplicateMaster,
   type ExtensionOutcome,
+  type KeyFormat,
   type LockedRoutine,
   type LockMode,
   type LockSummary,
@@ -69,6 +71,7 @@ export {
   type RedlockOptions,
   type ReleaseResult,
   type RoundOperation,
+  type RoundOutcomes,
   type UsingOptions,
   type WaitOptions,
 } from './core/index.js';

@@ -78,10 +78,10 @@ export class LockPlanner {
     });
 
     // Left out (undefined), an option takes its default; anything else given is checked, null included.
-    const { defaultTtlMs, defaultWait } = this.settings;
+    const { defaultTtlMs, defaultWait, maxTtlMs } = this.settings;
     const { ttlMs = defaultTtlMs, autoExtend = true, onLocked = defaultWait.onLocked, waitTimeoutMs = defaultWait.waitTimeoutMs } = metadata.options;
-    if (!isTtl(ttlMs)) {
-      throw new RedlockConfigError(`@WithLock on ${site}: ttlMs must be a positive integer number of ms (got ${formatValue(ttlMs)})`);
+    if (!isTtl(ttlMs, maxTtlMs)) {
+      throw new RedlockConfigError(`@WithLock on ${site}: ttlMs must be a positive integer number of ms, at most ${maxTtlMs} (maxTtlMs) (got ${formatValue(ttlMs)})`);
     }
     checkOnLocked(`@WithLock on ${site}: onLocked`, onLocked);
     if (waitTimeoutMs !== undefined) checkWaitTimeout(`@WithLock on ${site}: waitTimeoutMs`, waitTimeoutMs);

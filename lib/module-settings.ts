@@ -12,6 +12,8 @@ export interface RedlockSettings {
   /** What the engine receives: every core option, with warnings routed to Nest's logger. */
   readonly engine: RedlockOptions;
   readonly defaultTtlMs: number;
+  /** The engine's cap on a ttl (its `maxTtlMs`). */
+  readonly maxTtlMs: number;
   readonly defaultWait: Readonly<Required<Pick<DefaultWait, 'onLocked'>> & Pick<DefaultWait, 'waitTimeoutMs'>>;
   readonly errorMapper: RedlockErrorMapper | undefined;
 }
@@ -28,9 +30,11 @@ export function resolveSettings(options: RedlockModuleOptions | undefined): Redl
   if (!Array.isArray(nodes) || nodes.length === 0) {
     throw new RedlockConfigError('RedlockModule: options.nodes must list at least one Redis master');
   }
-  if (!isTtl(defaultTtlMs)) {
+  // A bad maxTtlMs is reported by the engine's own checks below.
+  const maxTtlMs = typeof engine.maxTtlMs === 'number' ? engine.maxTtlMs : MAX_TTL_MS;
+  if (!isTtl(defaultTtlMs, maxTtlMs)) {
     throw new RedlockConfigError(
-      `RedlockModule: options.defaultTtlMs must be a positive integer number of ms, at most ${MAX_TTL_MS} ` +
+      `RedlockModule: options.defaultTtlMs must be a positive integer number of ms, at most ${maxTtlMs} (maxTtlMs) ` +
         `(got ${formatValue(defaultTtlMs)})`,
     );
   }
@@ -59,13 +63,14 @@ export function resolveSettings(options: RedlockModuleOptions | undefined): Redl
     nodes,
     engine: engineOptions,
     defaultTtlMs,
+    maxTtlMs,
     defaultWait: { onLocked, waitTimeoutMs: defaultWait.waitTimeoutMs },
     errorMapper,
   };
 }
 
-export function isTtl(value: unknown): value is number {
-  return typeof value === 'number' && Number.isInteger(value) && value > 0 && value <= MAX_TTL_MS;
+export function isTtl(value: unknown, maxTtlMs = MAX_TTL_MS): value is number {
+  return typeof value === 'number' && Number.isInteger(value) && value > 0 && value <= maxTtlMs;
 }
 
 /** Checks a wait policy against the ones allowed where it is set (a module default cannot skip). */

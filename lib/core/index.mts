@@ -11,6 +11,7 @@ export {
   LockSession,
   LockUpgradeError,
   MAX_TTL_MS,
+  QuorumError,
   QuorumUnreachableError,
   Redlock,
   RedlockError,
@@ -22,6 +23,7 @@ export {
   type DuplicateKind,
   type DuplicateMaster,
   type ExtensionOutcome,
+  type KeyFormat,
   type LockedRoutine,
   type LockMode,
   type LockSummary,
@@ -42,6 +44,7 @@ export {
   type RedlockOptions,
   type ReleaseResult,
   type RoundOperation,
+  type RoundOutcomes,
   type UsingOptions,
   type WaitOptions,
 } from './index.js';

@@ -18,11 +18,12 @@ export type {
   RedlockInstrumentation,
   RoundOperation,
 } from './lock/instrumentation.js';
-export { type RedlockOptions, type RedlockLogger, type WaitOptions } from './lock/redlock-options.js';
+export { type KeyFormat, type RedlockOptions, type RedlockLogger, type WaitOptions } from './lock/redlock-options.js';
 export { MAX_TTL_MS } from './base/argument-checks.js';
 export {
   RedlockError,
   LockHeldError,
+  QuorumError,
   QuorumUnreachableError,
   LockLostError,
   ExtensionLimitError,
@@ -31,6 +32,7 @@ export {
   LockKindMismatchError,
   LockUpgradeError,
   type RedlockErrorCode,
+  type RoundOutcomes,
 } from './base/errors.js';
 export type { QuarantineNotice } from './voters/restart-quarantine.js';
 export type { RestartReason } from './voters/redis-node.js';

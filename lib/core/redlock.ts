@@ -160,7 +160,7 @@ export class Redlock extends EventEmitter implements LockEngine {
    * covers such locks from the start rather than from the first one taken.
    */
   expectTtl(ttlMs: number): void {
-    this.#quarantine?.observeTtl(checkTtl('ttlMs', ttlMs));
+    this.#quarantine?.observeTtl(checkTtl('ttlMs', ttlMs, this.options.maxTtlMs));
   }
 
   /**

@@ -114,7 +114,7 @@ export class InMemoryRedlock extends EventEmitter implements RedlockEngine, Lock
 
   /** As `Redlock.expectTtl`: a ttl the app will use (the restart quarantine's window covers it). */
   expectTtl(ttlMs: number): void {
-    checkTtl('ttlMs', ttlMs);
+    checkTtl('ttlMs', ttlMs, this.options.maxTtlMs);
   }
 
   /** Nothing to verify: there are no masters to be listed twice. */
@@ -156,7 +156,7 @@ export class InMemoryRedlock extends EventEmitter implements RedlockEngine, Lock
     if (options === null || typeof options !== 'object') {
       throw new InvalidArgumentError('options', options, 'expected an object like { ttlMs: 30_000 }');
     }
-    const ttlMs = options.ttlMs === undefined ? undefined : checkTtl('options.ttlMs', options.ttlMs);
+    const ttlMs = options.ttlMs === undefined ? undefined : checkTtl('options.ttlMs', options.ttlMs, this.options.maxTtlMs);
     for (const resource of list) {
       const holder = this.#store.get(this.#names.lock(resource));
       if (holder !== undefined && holder !== this.#elsewhere.get(resource)) {

@@ -1,3 +1,4 @@
+import { timerDelay } from '../base/argument-checks.js';
 import { LockLostError, QuorumUnreachableError } from '../base/errors.js';
 import type { Lock } from '../lock/lock.js';
 
@@ -13,7 +14,8 @@ export function autoExtend(lock: Lock, ttlMs: number = lock.ttlMs): () => void {
 
   const schedule = (delayMs: number) => {
     if (stopped) return;
-    timer = setTimeout(run, Math.max(0, Math.floor(delayMs)));
+    // Beyond a timer's reach (a ttl over 49 days): extending early is harmless.
+    timer = setTimeout(run, timerDelay(Math.floor(delayMs)));
     timer.unref();
   };
 

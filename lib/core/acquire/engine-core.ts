@@ -33,16 +33,16 @@ export class EngineCore {
     this.#parts = parts;
     this.#acquirer = new LockAcquirer(parts);
     const acquireChecked = (list: string[], ttlMs: number, options: UsingOptions) => this.#acquirer.acquire(list, ttlMs, options, true);
-    this.#sessions = { engine, maxResources: parts.options.maxResources, acquireChecked };
+    this.#sessions = { engine, maxResources: parts.options.maxResources, maxTtlMs: parts.options.maxTtlMs, acquireChecked };
   }
 
   /** Async: a call's bad argument rejects the promise, as everything else that goes wrong does. */
   async acquire(resources: string | readonly string[], ttlMs: number, options: AcquireOptions): Promise<Lock> {
-    return this.#acquirer.acquire(checkCall(resources, ttlMs, options, this.#parts.options.maxResources), ttlMs, options, true);
+    return this.#acquirer.acquire(checkCall(resources, ttlMs, options, this.#parts.options), ttlMs, options, true);
   }
 
   async tryAcquire(resources: string | readonly string[], ttlMs: number, options: Pick<AcquireOptions, 'fencing' | 'mode' | 'limit'>): Promise<Lock | null> {
-    const list = checkCall(resources, ttlMs, options, this.#parts.options.maxResources);
+    const list = checkCall(resources, ttlMs, options, this.#parts.options);
     try {
       return await this.#acquirer.acquire(list, ttlMs, oneRound(options), false);
     } catch (error) {
@@ -105,7 +105,7 @@ export class EngineCore {
     const end = monotonicNow();
     const left = validityLeftMs(ttlMs, start, end, options.driftFactor);
     if (round.granted >= quorum && left > 0) {
-      lock.renewed(end + left, ttlMs);
+      lock.renewed(end + left, ttlMs, round.outcomes);
       return;
     }
     // Failed, but any master that got the request may hold the new ttl: what every outcome leaves

@@ -1,5 +1,5 @@
 import { monotonicNow } from '../base/clock.js';
-import { AcquireAbortedError, LockHeldError, QuorumUnreachableError } from '../base/errors.js';
+import { AcquireAbortedError, LockHeldError, QuorumError, QuorumUnreachableError, type RoundOutcomes } from '../base/errors.js';
 import { heldSince } from './held-locks.js';
 import type { GuardedAcquire, InstrumentationGuard } from '../lock/instrumentation-guard.js';
 import type { KeyNames } from '../rounds/key-names.js';
@@ -94,11 +94,14 @@ export class LockAcquirer {
     // not come back would stand ahead of real waiters, and stretch every Retry-After behind it.
     // A release may grant the lock to the head of the masters' queue, for kinds that allow it.
     const grants = kind.grantsFor({ keys, fencing, waits });
-    const waiter = new Waiter(waits, this.#parts.wakeups, keys, wait, options.signal, this.#parts.quorum, grants);
+    const unannounced = engineOptions.keyFormat === 'node-redlock';
+    const waiter = new Waiter(waits, this.#parts.wakeups, keys, wait, options.signal, this.#parts.quorum, grants, unannounced);
     const call = { resources: list, keys, ttlMs, attempt: 0, fencing, waiter, uncontended, observer };
     /** The lock the masters granted this waiter by hand-off, unless releaseAll made it give up. */
     const handedOffByMasters = () => (waiter.granted && !waiter.abandoned ? kind.handedOff(call, waiter.granted) : undefined);
     let attempt = 0;
+    /** What the masters answered in each failed round so far: for the lock or the error (QuorumError.rounds). */
+    let failedRounds: RoundOutcomes[] | undefined;
     // Behind a caller that just found no quorum, one round is enough to confirm the outage.
     let unreachableRounds = predecessorFoundNoQuorum ? UNREACHABLE_RETRIES : 0;
     let foundNoQuorum = false;
@@ -127,11 +130,13 @@ export class LockAcquirer {
         }
         const result = await kind.attempt({ ...call, attempt, uncontended });
         if ('lock' in result) {
+          result.lock.recordRounds(failedRounds ? [...failedRounds, result.outcomes] : [result.outcomes]);
           if (waiter.abandoned) return await giveBack(result.lock, list, waiter);
           if (result.roomLeft && paced) localQueue.wakeHeads(localLine);
           return acquired(observer, result.lock);
         }
         cleanup = result.cleanup;
+        if (result.error instanceof QuorumError && result.error.nodes.length > 0) (failedRounds ??= []).push(result.error.nodes);
         // Granted by hand-off while the round was out (the grants came before its refusals).
         const grantedDuringRound = handedOffByMasters();
         if (grantedDuringRound) return acquired(observer, grantedDuringRound);
@@ -143,6 +148,7 @@ export class LockAcquirer {
         if (!retryable || outlasts || attempt > wait.retryCount || left <= 0) {
           entries.leave(list, waiter, '');
           foundNoQuorum = !retryable;
+          if (failedRounds && result.error instanceof QuorumError) result.error.recordRounds(failedRounds);
           throw result.error;
         }
         // Asleep, this head can be handed the lock by a caller of this process releasing it.

@@ -160,6 +160,7 @@ export interface SessionEngine {
   /** Whose holds a session's scope records: what `currentScope` is asked with. */
   readonly engine: object;
   readonly maxResources: number;
+  readonly maxTtlMs: number;
   /** Acquires resources that enterSession has checked (checkCall), without checking them again. */
   acquireChecked(resources: string[], ttlMs: number, options: UsingOptions): Promise<Lock>;
 }
@@ -169,7 +170,7 @@ export interface SessionEngine {
  * resource) and starts auto-extension. Only the resources not yet held are acquired.
  */
 export async function enterSession(sessions: SessionEngine, resources: string | readonly string[], ttlMs: number, options: UsingOptions): Promise<LockSession> {
-  const list = checkCall(resources, ttlMs, options, sessions.maxResources);
+  const list = checkCall(resources, ttlMs, options, sessions);
   const { engine } = sessions;
   const kind = kindOf(options);
   const outer = currentScope(engine);

@@ -3,14 +3,24 @@ import { InvalidArgumentError } from './errors.js';
 // The checks every argument of a call goes through before anything is sent: each a typed error
 // that names the argument, the value and what was expected.
 
-/** Large enough for any job that extends its lock, small enough to catch a unit mistake. */
+/**
+ * The default cap on a ttl (the engine's `maxTtlMs`): large enough for any job that extends its
+ * lock, small enough to catch a unit mistake.
+ */
 export const MAX_TTL_MS = 24 * 60 * 60 * 1000;
 
-export function checkTtl(argument: string, ttlMs: unknown): number {
-  if (typeof ttlMs !== 'number' || !Number.isInteger(ttlMs) || ttlMs <= 0 || ttlMs > MAX_TTL_MS) {
-    throw new InvalidArgumentError(argument, ttlMs, `expected an integer number of ms in [1, ${MAX_TTL_MS}]`);
+/** `maxTtlMs` is the engine's cap (MAX_TTL_MS unless raised knowingly). */
+export function checkTtl(argument: string, ttlMs: unknown, maxTtlMs = MAX_TTL_MS): number {
+  if (typeof ttlMs !== 'number' || !Number.isInteger(ttlMs) || ttlMs <= 0 || ttlMs > maxTtlMs) {
+    const raise = maxTtlMs === MAX_TTL_MS ? '; a longer ttl needs the maxTtlMs option' : ' (maxTtlMs)';
+    throw new InvalidArgumentError(argument, ttlMs, `expected an integer number of ms in [1, ${maxTtlMs}]${raise}`);
   }
   return ttlMs;
+}
+
+/** A timer's delay for `ms`: a longer wait than a timer can hold is cut to what it can (the timer then re-arms). */
+export function timerDelay(ms: number): number {
+  return Math.min(MAX_DELAY_MS, Math.max(0, ms));
 }
 
 export function checkResources(resources: unknown, maxResources: number): string[] {

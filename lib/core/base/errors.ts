@@ -38,8 +38,36 @@ function describe(outcomes: readonly NodeOutcome[]): string {
   return outcomes.map((o) => (o.error ? `${o.node} ${o.status} (${o.error})` : `${o.node} ${o.status}`)).join(', ');
 }
 
+/** What every master did in one round, in the order the masters were given to the engine. */
+export type RoundOutcomes = readonly NodeOutcome[];
+
+/**
+ * The masters did not grant a quorum: LockHeldError or QuorumUnreachableError, with what each
+ * master answered in the last round (`nodes`) and in every round of the call (`rounds`).
+ */
+export abstract class QuorumError extends RedlockError {
+  #rounds: readonly RoundOutcomes[] | undefined;
+
+  /** What every master did in the last round; errors are free of credentials. Empty when no round was sent. */
+  abstract readonly nodes: RoundOutcomes;
+
+  /**
+   * What every master did in each round of the call that failed, oldest first, the last one
+   * `nodes` (node-redlock's `attempts`). A master still answering when the call gave up shows
+   * `pending`, and its outcome lands here when it answers. Empty when no round was sent.
+   */
+  get rounds(): readonly RoundOutcomes[] {
+    return this.#rounds ?? (this.nodes.length > 0 ? [this.nodes] : []);
+  }
+
+  /** @internal The acquire call's earlier rounds and this one, as it gives up. */
+  recordRounds(rounds: readonly RoundOutcomes[]): void {
+    this.#rounds = rounds;
+  }
+}
+
 /** Another owner holds the resource on enough masters that a quorum is impossible. */
-export class LockHeldError extends RedlockError {
+export class LockHeldError extends QuorumError {
   /** Always `'LOCK_HELD'`. */
   readonly code = 'LOCK_HELD';
 
@@ -52,6 +80,8 @@ export class LockHeldError extends RedlockError {
     readonly attempts: number,
     /** Longest remaining ttl of the blocking keys, when the masters reported it. */
     readonly retryAfterMs: number | undefined,
+    /** What every master did in the last round (empty when refused without asking them: held in this process). */
+    readonly nodes: RoundOutcomes = [],
   ) {
     super(
       `lock on ${names(resources)} is held by another owner (refused by ${refusedBy.join(', ')}; ` +
@@ -61,7 +91,7 @@ export class LockHeldError extends RedlockError {
 }
 
 /** Not enough masters answered (errors, timeouts, restart quarantine) or the grant came too late to be valid. */
-export class QuorumUnreachableError extends RedlockError {
+export class QuorumUnreachableError extends QuorumError {
   /** Always `'QUORUM_UNREACHABLE'`. */
   readonly code = 'QUORUM_UNREACHABLE';
   /**
@@ -76,7 +106,7 @@ export class QuorumUnreachableError extends RedlockError {
     /** Masters a lock needs: a majority of them. */
     readonly quorum: number,
     /** What every master did in the last round; errors are free of credentials. */
-    readonly nodes: readonly NodeOutcome[],
+    readonly nodes: RoundOutcomes,
     /** Why, when it is not the masters' answers (a grant that came too late to be valid, say). */
     readonly detail?: string,
   ) {

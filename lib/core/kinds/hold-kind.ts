@@ -1,3 +1,4 @@
+import type { RoundOutcomes } from '../base/errors.js';
 import type { GuardedAcquire } from '../lock/instrumentation-guard.js';
 import type { LockKind } from '../lock/lock-kind.js';
 import type { Lock, ReleaseResult } from '../lock/lock.js';
@@ -71,8 +72,11 @@ export interface GrantCall {
   readonly waits: boolean;
 }
 
-/** A lock, with `roomLeft` when another caller of the same kind may get a hold at once too. */
-export type Attempted = { lock: Lock; roomLeft: boolean } | RoundFailure;
+/**
+ * A lock, with `roomLeft` when another caller of the same kind may get a hold at once too, and
+ * what each master did in the round that won it.
+ */
+export type Attempted = { lock: Lock; roomLeft: boolean; outcomes: RoundOutcomes } | RoundFailure;
 
 /** How a lock being released was acquired. */
 export interface HeldBy {

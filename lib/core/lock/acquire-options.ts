@@ -36,9 +36,9 @@ export type LockedRoutine<T> = (signal: AbortSignal, lock: Lock) => Promise<T>;
  * engine: the acquire path and the session below it take the list returned as checked.
  * Returns the resources as a list without duplicates.
  */
-export function checkCall(resources: unknown, ttlMs: unknown, options: UsingOptions | null, maxResources: number): string[] {
-  const list = checkResources(resources, maxResources);
-  checkTtl('ttlMs', ttlMs);
+export function checkCall(resources: unknown, ttlMs: unknown, options: UsingOptions | null, limits: { readonly maxResources: number; readonly maxTtlMs: number }): string[] {
+  const list = checkResources(resources, limits.maxResources);
+  checkTtl('ttlMs', ttlMs, limits.maxTtlMs);
   checkCallOptions(options);
   return list;
 }

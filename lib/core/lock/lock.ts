@@ -1,9 +1,9 @@
 import { inspect } from 'node:util';
 import { monotonicNow, validityLeftMs } from '../base/clock.js';
-import { ExtensionLimitError, LockLostError } from '../base/errors.js';
+import { ExtensionLimitError, LockLostError, type RoundOutcomes } from '../base/errors.js';
 import { WRITE, type LockKind, type LockMode } from './lock-kind.js';
 import type { NodeOutcome } from '../base/node-outcome.js';
-import { checkTtl } from '../base/argument-checks.js';
+import { checkTtl, MAX_DELAY_MS, timerDelay } from '../base/argument-checks.js';
 
 /** What a release did on each master. Releasing never throws: an expired lock is a normal case. */
 export interface ReleaseResult {
@@ -71,6 +71,8 @@ export class Lock {
   #lost: AbortController | undefined;
   #deadlineTimer: NodeJS.Timeout | undefined;
   #holding: unknown;
+  #rounds: readonly RoundOutcomes[] = [];
+  #lastExtension: RoundOutcomes | undefined;
   /** Told once when the lock stops being reliable, released or lost: work nested under it (see onEnd). */
   #endListeners: Set<LockEndListener> | undefined;
 
@@ -124,6 +126,20 @@ export class Lock {
   /** How many times the lock was extended (bounded by `maxExtensions`). */
   get extensions(): number {
     return this.#extensions;
+  }
+
+  /**
+   * What every master did in each acquire round of the call that got this lock, oldest first,
+   * the winning round last (node-redlock's `attempts`); empty when it came without a round of
+   * its own (handed over by a caller of this process, or granted by a release on the masters).
+   */
+  get rounds(): readonly RoundOutcomes[] {
+    return this.#rounds;
+  }
+
+  /** @internal Set once by the acquire call that got the lock. */
+  recordRounds(rounds: readonly RoundOutcomes[]): void {
+    this.#rounds = rounds;
   }
 
   /** True once `release()` was called. */
@@ -208,8 +224,14 @@ export class Lock {
     this.#holding = holding;
   }
 
+  /** @internal What every master did in the last extension that succeeded (the node-redlock entry's votes). */
+  get lastExtension(): RoundOutcomes | undefined {
+    return this.#lastExtension;
+  }
+
   /** @internal Called by the engine after a successful extension. */
-  renewed(deadline: number, ttlMs: number): void {
+  renewed(deadline: number, ttlMs: number, outcomes?: RoundOutcomes): void {
+    this.#lastExtension = outcomes;
     this.#deadline = deadline;
     this.#ttlMs = ttlMs;
     this.#extensions++;
@@ -284,7 +306,8 @@ export class Lock {
       expire();
       return;
     }
-    this.#deadlineTimer = setTimeout(expire, Math.ceil(remaining));
+    // A deadline beyond a timer's reach (a ttl over 24.8 days, with maxTtlMs raised) is looked at again then.
+    this.#deadlineTimer = setTimeout(remaining > MAX_DELAY_MS ? () => this.#armDeadline() : expire, timerDelay(Math.ceil(remaining)));
     this.#deadlineTimer.unref();
   }
 }
@@ -296,8 +319,12 @@ export class Lock {
  * than the old one perhaps: until the round says more, only the earlier deadline is certain.
  * Returns when the extension started, on the monotonic clock.
  */
-export function startExtension(lock: Lock, ttlMs: number, options: { readonly maxExtensions: number; readonly driftFactor: number }): number {
-  checkTtl('ttlMs', ttlMs);
+export function startExtension(
+  lock: Lock,
+  ttlMs: number,
+  options: { readonly maxExtensions: number; readonly driftFactor: number; readonly maxTtlMs: number },
+): number {
+  checkTtl('ttlMs', ttlMs, options.maxTtlMs);
   if (lock.released) throw new LockLostError(lock.resources, 'released');
   // A lock past its validity may already belong to someone else; reviving it would hide that.
   if (lock.remainingMs() <= 0) throw new LockLostError(lock.resources, 'validity expired before the extension');

@@ -1,4 +1,4 @@
-import { checkCount, checkDelay, checkFlag, checkPositiveInteger, isDelay, MAX_DELAY_MS } from '../base/argument-checks.js';
+import { checkCount, checkDelay, checkFlag, checkPositiveInteger, isDelay, MAX_DELAY_MS, MAX_TTL_MS } from '../base/argument-checks.js';
 import { InvalidArgumentError } from '../base/errors.js';
 import type { RedlockInstrumentation } from './instrumentation.js';
 
@@ -23,10 +23,32 @@ export interface WaitOptions {
   retryJitterMs?: number;
 }
 
+/**
+ * How a resource's lock key is named on the masters: `'prefixed'` (`keyPrefix` + resource), or
+ * `'node-redlock'`: the resource itself, as node-redlock (`redlock` on npm) names it, so that
+ * processes on either library exclude each other while a fleet switches over (docs/migration.md).
+ */
+export type KeyFormat = 'prefixed' | 'node-redlock';
+
 /** The engine's options (`new Redlock(clients, options)`, or `RedlockModule.forRoot`): every one optional. */
 export interface RedlockOptions extends WaitOptions {
-  /** Prepended to every resource name to form the Redis key. Default `"redlock:"`. */
+  /** Prepended to every resource name to form the Redis key. Default `"redlock:"`. Not with `keyFormat: 'node-redlock'`. */
   keyPrefix?: string;
+  /**
+   * `'node-redlock'` names a lock key as node-redlock does, the bare resource, for a fleet that
+   * runs both libraries during a switch; the queue, fence and holder keys keep their prefixes.
+   * Releases by node-redlock processes wake nobody, so waiters then also look again every
+   * `retryDelayMs` (with jitter) while a lock is held. A resource that begins with one of the
+   * engine's prefixes is refused. Default `'prefixed'`.
+   */
+  keyFormat?: KeyFormat;
+  /**
+   * The longest ttl a lock may be given or extended to, in ms. Default 24 h (MAX_TTL_MS), which
+   * catches a ttl given in the wrong unit. Raise it knowingly: a holder that crashes blocks its
+   * resources for the whole ttl, and the restart quarantine (`'max-ttl'`) keeps a restarted
+   * master out for as long as the longest ttl used (docs/production.md).
+   */
+  maxTtlMs?: number;
   /** Share of the ttl allowed for clock drift between this process and the masters. Default 0.01. */
   driftFactor?: number;
   /**
@@ -108,6 +130,8 @@ export interface RedlockOptions extends WaitOptions {
 
 export interface ResolvedRedlockOptions {
   readonly keyPrefix: string;
+  readonly keyFormat: KeyFormat;
+  readonly maxTtlMs: number;
   readonly driftFactor: number;
   readonly nodeTimeoutMs: number | undefined;
   readonly maxExtensions: number;
@@ -151,8 +175,18 @@ export function resolveOptions(options: RedlockOptions = {}): ResolvedRedlockOpt
   if (options === null || typeof options !== 'object' || Array.isArray(options)) {
     throw new InvalidArgumentError('options', options, 'expected an object of Redlock options');
   }
+  const keyFormat = given(options.keyFormat, 'prefixed' as const);
+  if (keyFormat !== 'prefixed' && keyFormat !== 'node-redlock') {
+    throw new InvalidArgumentError('keyFormat', keyFormat, "expected 'prefixed' or 'node-redlock'");
+  }
+  if (keyFormat === 'node-redlock' && options.keyPrefix !== undefined) {
+    throw new InvalidArgumentError('keyPrefix', options.keyPrefix, "keyFormat 'node-redlock' names a lock key by its resource alone: leave keyPrefix out");
+  }
   const resolved = {
-    keyPrefix: given(options.keyPrefix, DEFAULTS.keyPrefix),
+    // A node-redlock key is the bare resource.
+    keyPrefix: keyFormat === 'node-redlock' ? '' : given(options.keyPrefix, DEFAULTS.keyPrefix),
+    keyFormat,
+    maxTtlMs: given(options.maxTtlMs, MAX_TTL_MS),
     driftFactor: given(options.driftFactor, DEFAULTS.driftFactor),
     nodeTimeoutMs: options.nodeTimeoutMs,
     maxExtensions: given(options.maxExtensions, DEFAULTS.maxExtensions),
@@ -185,6 +219,9 @@ export function resolveOptions(options: RedlockOptions = {}): ResolvedRedlockOpt
     throw new InvalidArgumentError('nodeTimeoutMs', timeout, `expected an integer number of ms in [1, ${MAX_DELAY_MS}]`);
   }
   checkCount('maxExtensions', resolved.maxExtensions);
+  if (typeof resolved.maxTtlMs !== 'number' || !Number.isSafeInteger(resolved.maxTtlMs) || resolved.maxTtlMs <= 0) {
+    throw new InvalidArgumentError('maxTtlMs', resolved.maxTtlMs, `expected an integer number of ms in [1, ${Number.MAX_SAFE_INTEGER}]`);
+  }
   checkDelay('fenceRetentionMs', resolved.fenceRetentionMs);
   checkPositiveInteger('maxResources', resolved.maxResources);
   if (typeof resolved.replicaAcks !== 'number' || !Number.isSafeInteger(resolved.replicaAcks) || resolved.replicaAcks < 0) {
@@ -205,9 +242,12 @@ export function resolveOptions(options: RedlockOptions = {}): ResolvedRedlockOpt
  * is another resource's queue or fence key (`keyPrefix: ''` and resource `redlock-queue:x` would
  * take over x's queue), or its release channel is a process's wake-up channel.
  */
-function checkPrefixes(names: Pick<ResolvedRedlockOptions, 'keyPrefix' | 'fenceKeyPrefix' | 'queueKeyPrefix' | 'holdersKeyPrefix'>): void {
+function checkPrefixes(names: Pick<ResolvedRedlockOptions, 'keyFormat' | 'keyPrefix' | 'fenceKeyPrefix' | 'queueKeyPrefix' | 'holdersKeyPrefix'>): void {
   type Prefix = 'keyPrefix' | 'fenceKeyPrefix' | 'queueKeyPrefix' | 'holdersKeyPrefix' | 'wake-up channel';
-  const prefixes = ['keyPrefix', 'fenceKeyPrefix', 'queueKeyPrefix', 'holdersKeyPrefix'] as const;
+  // A bare lock key (node-redlock's) has no prefix to collide: KeyNames refuses a resource in another prefix's space.
+  const prefixes = names.keyFormat === 'node-redlock'
+    ? (['fenceKeyPrefix', 'queueKeyPrefix', 'holdersKeyPrefix'] as const)
+    : (['keyPrefix', 'fenceKeyPrefix', 'queueKeyPrefix', 'holdersKeyPrefix'] as const);
   for (const name of prefixes) {
     if (typeof names[name] !== 'string') throw new InvalidArgumentError(name, names[name], 'expected a string');
   }

@@ -1,6 +1,7 @@
 import { InvalidArgumentError } from '../base/errors.js';
 
 type Prefixes = {
+  readonly keyFormat?: 'prefixed' | 'node-redlock';
   readonly keyPrefix: string;
   readonly queueKeyPrefix: string;
   readonly fenceKeyPrefix: string;
@@ -15,19 +16,34 @@ type Prefixes = {
  * them together. What would break that is refused: prefixes whose own braces would make the
  * tags differ, and a resource that begins with `}` (its tag would be empty: Redis would hash each
  * whole name, each to its own slot).
+ *
+ * In node-redlock's format the lock key is the resource itself, so that node-redlock processes
+ * see it; the other names keep their prefixes, and with a Cluster voter they carry the slot the
+ * bare resource hashes to (its own hash tag, or the whole resource as the tag).
  */
 export class KeyNames {
   /** With a Cluster voter, whether the prefixes carry one hash tag of their own (every resource in its slot). */
   readonly #fixedTag: boolean;
 
+  readonly #bare: boolean;
+
   constructor(
     private readonly prefixes: Prefixes,
     readonly hashTags: boolean,
   ) {
-    this.#fixedTag = hashTags && checkPrefixTags(prefixes);
+    this.#bare = prefixes.keyFormat === 'node-redlock';
+    if (this.#bare && hashTags) {
+      for (const name of ['queueKeyPrefix', 'fenceKeyPrefix', 'holdersKeyPrefix'] as const) {
+        if (/[{}]/.test(prefixes[name])) {
+          throw new InvalidArgumentError(name, prefixes[name], "with keyFormat 'node-redlock' and a Redis Cluster voter, prefixes hold no '{' or '}' (the resource's slot decides)");
+        }
+      }
+    }
+    this.#fixedTag = hashTags && !this.#bare && checkPrefixTags(prefixes);
   }
 
   lock(resource: string): string {
+    if (this.#bare) return this.#bareLock(resource);
     return this.#name(this.prefixes.keyPrefix, resource);
   }
 
@@ -44,13 +60,37 @@ export class KeyNames {
     return this.#name(this.prefixes.fenceKeyPrefix, resource);
   }
 
+  #bareLock(resource: string): string {
+    const { queueKeyPrefix, fenceKeyPrefix, holdersKeyPrefix } = this.prefixes;
+    for (const prefix of [queueKeyPrefix, fenceKeyPrefix, holdersKeyPrefix]) {
+      // Its lock key would be another resource's queue, fence or holders key.
+      if (resource.startsWith(prefix)) {
+        throw new InvalidArgumentError('resource', resource, `with keyFormat 'node-redlock' a resource cannot begin with the engine's prefix ${JSON.stringify(prefix)}`);
+      }
+    }
+    if (this.hashTags && !hasHashTag(resource) && resource.includes('}')) {
+      throw new InvalidArgumentError('resource', resource, "with keyFormat 'node-redlock' and a Redis Cluster voter, a resource with '}' must hold a whole hash tag ({...}): its names must share a hash slot");
+    }
+    return resource;
+  }
+
   #name(prefix: string, resource: string): string {
     if (!this.hashTags) return prefix + resource;
+    // The bare lock key hashes by the resource's own tag, or by the whole resource: so must the rest.
+    if (this.#bare) return hasHashTag(resource) ? prefix + resource : `${prefix}{${resource}}`;
     if (!this.#fixedTag && resource.startsWith('}')) {
       throw new InvalidArgumentError('resource', resource, "a resource cannot begin with '}' with a Redis Cluster voter (it is the names' hash tag)");
     }
     return `${prefix}{${resource}}`;
   }
+}
+
+/** Whether Redis Cluster hashes `key` by a tag of its own: a `{` followed later by a `}` with something between. */
+function hasHashTag(key: string): boolean {
+  const open = key.indexOf('{');
+  if (open === -1) return false;
+  const close = key.indexOf('}', open + 1);
+  return close > open + 1;
 }
 
 /**

@@ -43,5 +43,5 @@ export function roundFailure(
     undefined,
   );
   const refusedBy = refusals.map((o) => o.node);
-  return { error: new LockHeldError(resources, refusedBy, attempt, retryAfter), retryable: true };
+  return { error: new LockHeldError(resources, refusedBy, attempt, retryAfter, round.outcomes), retryable: true };
 }

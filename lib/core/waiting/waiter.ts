@@ -67,6 +67,11 @@ export class Waiter {
     private readonly quorum = 1,
     /** For a waiter that a release may grant the lock to (docs/GUARANTEES.md, "Server-side hand-off"). */
     readonly grants?: HandOffGrants,
+    /**
+     * Releases may come without a word (node-redlock processes sharing the keys delete them and
+     * publish nothing): look again every retryDelayMs while a lock is held, not only when woken.
+     */
+    private readonly unannouncedReleases = false,
   ) {
     sequence = (sequence + 1) % 1_000_000;
     this.id = queues ? `${PROCESS_ID}:${sequence}` : '';
@@ -108,7 +113,8 @@ export class Waiter {
       // may have come before we listened: try again at once.
       if (!this.#heardSinceRound) return;
     }
-    const fallback = (error.retryAfterMs ?? this.wait.retryDelayMs) + Math.random() * this.wait.retryJitterMs;
+    const heldFor = error.retryAfterMs ?? this.wait.retryDelayMs;
+    const fallback = (this.unannouncedReleases ? Math.min(heldFor, this.wait.retryDelayMs) : heldFor) + Math.random() * this.wait.retryJitterMs;
     await this.#sleepUntilWoken(Math.min(leftMs, fallback));
   }
 

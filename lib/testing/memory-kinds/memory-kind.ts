@@ -60,7 +60,7 @@ export function attemptOn(
   if (taken.granted && left > 0) {
     const lock = new Lock(parts.engine, resources, keys, token, ttlMs, end + left, fence, kind, taken.slots);
     parts.held(lock, undefined, waiter, false, end);
-    return { lock, roomLeft: taken.roomLeft };
+    return { lock, roomLeft: taken.roomLeft, outcomes: [{ node: IN_MEMORY_MASTER, status: 'granted' }] };
   }
   if (taken.granted) undo(token);
   const outcome: NodeOutcome = !store.reachable

@@ -100,7 +100,7 @@ export abstract class SharedKind implements HoldKind {
     waiter: Waiter,
     observer: GuardedAcquire | undefined,
     preferred: readonly string[],
-  ): Promise<{ lock: Lock; roomLeft: boolean } | RoundFailure | { preferred: string[]; cleanup: Promise<unknown> }> {
+  ): Promise<Attempted | { preferred: string[]; cleanup: Promise<unknown> }> {
     const { names, options, quorum } = this.rounds;
     const token = newToken();
     const start = monotonicNow();
@@ -153,7 +153,7 @@ export abstract class SharedKind implements HoldKind {
       if (slots) this.#dropOtherSlots(resources, keys, token, round, grants, agreed.slots);
       // Readers all fit; a permit left room if a master that granted it had another slot free on every resource.
       const roomLeft = !slots || grants.some((grant) => grant !== undefined && grant.slots === agreed.slots && grant.free.every((free) => free.includes(',')));
-      return { lock, roomLeft };
+      return { lock, roomLeft, outcomes: round.outcomes };
     }
     // Wherever it did not refuse, behind the grant requests still in flight; not awaited: the
     // next try goes out behind it on every connection.
@@ -255,7 +255,7 @@ function split(
   attempt: number,
 ): LockHeldError {
   const others = round.outcomes.filter((o, index) => o.status === 'refused' || (o.status === 'granted' && grants[index]?.slots !== agreed));
-  return new LockHeldError(resources, others.map((o) => o.node), attempt, 0);
+  return new LockHeldError(resources, others.map((o) => o.node), attempt, 0, round.outcomes);
 }
 
 /** Per resource, the slot free on most of the masters that granted (before their grant). */
