@@ -60,7 +60,7 @@ export class Redlock extends EventEmitter implements LockEngine {
     if (instrumentation?.watchesMasters) this.#masterFailures = masterFailureReporters(instrumentation, () => this.nodes);
     const window = this.options.restartQuarantineMs;
     if (window !== false) {
-      this.#quarantine = new RestartQuarantine(window, (notice) => this.#onQuarantine(notice));
+      this.#quarantine = new RestartQuarantine(window, (notice) => this.#onQuarantine(notice), this.options.quarantineAtFirstSight);
     }
     this.nodes = votersFrom(clients);
     prepareClusterVoters(this.nodes, this.options, this.#quarantine, (notice) => this.#onQuarantine(notice));

@@ -11,6 +11,7 @@ export {
   type ExecutionResult,
   type ExecutionStats,
   type LockOwner,
+  type LockSummary,
   type RedlockAbortSignal,
   type Settings,
 } from './index.js';

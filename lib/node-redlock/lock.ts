@@ -2,9 +2,19 @@ import { inspect } from 'node:util';
 import type { Lock as EngineLock } from '../core/index.js';
 import type { ExecutionResult, ExecutionStats } from './types.js';
 
+/** What a compatible Lock shows of itself when logged or serialised. */
+export interface LockSummary {
+  /** The resources it holds. */
+  resources: string[];
+  /** Wall-clock time (ms) until which it can be relied on; 0 once released or extended. */
+  expiration: number;
+}
+
 /** What a compatible Lock needs of its Redlock: node-redlock's `release` and `extend`. */
 export interface LockOwner {
+  /** Releases `lock` on every master that still holds it. */
   release(lock: Lock): Promise<ExecutionResult>;
+  /** Extends `lock` to `duration` ms from now: the Lock returned replaces it. */
   extend(lock: Lock, duration: number): Promise<Lock>;
 }
 
@@ -41,7 +51,7 @@ export class Lock {
   }
 
   /** What `JSON.stringify(lock)` shows: never the token, nor the Redlock and its clients' credentials. */
-  toJSON(): { resources: string[]; expiration: number } {
+  toJSON(): LockSummary {
     return { resources: this.resources, expiration: this.expiration };
   }
 

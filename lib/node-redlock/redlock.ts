@@ -29,7 +29,10 @@ export interface Settings {
 }
 
 /** The signal `using` gives its routine: aborted when the lock is lost, with the reason in `error`. */
-export type RedlockAbortSignal = AbortSignal & { error?: Error };
+export type RedlockAbortSignal = AbortSignal & {
+  /** Why the lock was lost, once the signal has aborted. */
+  error?: Error;
+};
 
 const DEFAULT_SETTINGS: Readonly<Settings> = Object.freeze({
   driftFactor: 0.01,
@@ -41,15 +44,16 @@ const DEFAULT_SETTINGS: Readonly<Settings> = Object.freeze({
 
 /**
  * The engine's options under this entry point, unless the fourth argument says otherwise: keys
- * named as node-redlock names them, its durations, and its availability after a restart.
+ * named as node-redlock names them, and its durations.
  */
 const COMPATIBLE_OPTIONS: RedlockOptions = {
   keyFormat: 'node-redlock',
   // node-redlock takes any integer duration; its users' code does too (docs/migration.md, "Long ttls").
   maxTtlMs: Number.MAX_SAFE_INTEGER,
-  // node-redlock has no restart quarantine; with its durations, ours would keep every master that
-  // started less than the longest duration ago out of the vote (docs/migration.md).
-  restartQuarantineMs: false,
+  // node-redlock has no restart quarantine. Ours waits out every restart it sees, but trusts masters
+  // at first sight: with node-redlock's long durations, judging their age would keep every master
+  // that started less than the longest duration ago out of the vote (docs/from-node-redlock.md).
+  quarantineAtFirstSight: false,
   // node-redlock's `using` extends for as long as the routine runs.
   maxExtensions: Number.POSITIVE_INFINITY,
 };
@@ -76,8 +80,8 @@ export default class Redlock extends EventEmitter {
   /**
    * `scripts` (node-redlock's custom Lua) cannot be honoured, the engine's scripts being its
    * own: giving any is refused. `options` are the engine's (RedlockOptions) over this entry
-   * point's defaults (`keyFormat: 'node-redlock'`, `maxTtlMs` unbounded, no restart quarantine,
-   * unbounded extensions); `driftFactor` comes from `settings`.
+   * point's defaults (`keyFormat: 'node-redlock'`, `maxTtlMs` unbounded, `quarantineAtFirstSight:
+   * false`, unbounded extensions); `driftFactor` comes from `settings`.
    */
   public constructor(
     clients: Iterable<Client>,
@@ -179,6 +183,7 @@ export default class Redlock extends EventEmitter {
    * stalled past it, say): work after that is no longer under the lock.
    */
   public async using<T>(resources: string[], duration: number, settings: Partial<Settings>, routine?: (signal: RedlockAbortSignal) => Promise<T>): Promise<T>;
+  /** `using` with this Redlock's settings. */
   public async using<T>(resources: string[], duration: number, routine: (signal: RedlockAbortSignal) => Promise<T>): Promise<T>;
   public async using<T>(
     resources: string[],

@@ -141,6 +141,27 @@ describe('restart quarantine', () => {
     expect(held.remainingMs()).toBeGreaterThan(0);
   });
 
+  it('with quarantineAtFirstSight false, trusts young masters at first sight and still quarantines a restart it sees', async () => {
+    // The window (10 min) covers every master's age: by default all three would be quarantined.
+    const { redlock, clients } = await engine({ restartQuarantineMs: 600_000, quarantineAtFirstSight: false, nodeTimeoutMs: 5_000 });
+    const notices: QuarantineNotice[] = [];
+    redlock.on('quarantine', (notice: QuarantineNotice) => notices.push(notice));
+    const lock = await redlock.acquire('first-sight', 5_000, { waitTimeoutMs: 0 });
+    expect(lock.rounds[0]!.filter((outcome) => outcome.status === 'granted').length).toBeGreaterThanOrEqual(2);
+    await lock.release();
+    expect(notices).toEqual([]);
+
+    await fleet.restart(0);
+    await untilReady(clients[0]!);
+    const quarantine = once(redlock, 'quarantine');
+    const next = await redlock.acquire('first-sight', 5_000, { waitTimeoutMs: 0 });
+    const [notice] = (await quarantine) as [QuarantineNotice];
+    expect(notice).toMatchObject({ node: `127.0.0.1:${fleet.nodes[0]!.port}`, reason: 'run_id changed' });
+    // The two others still make a quorum; the restarted one does not vote.
+    await expect.poll(() => next.rounds[0]![0]!.status).toBe('quarantined');
+    await next.release();
+  });
+
   it('notices a master replaced behind the same address by its run_id', async () => {
     const { redlock, clients } = await engine({ restartQuarantineMs: 1 });
     await (await redlock.acquire('replaced', 5_000)).release(); // identifies every master

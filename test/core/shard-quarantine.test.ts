@@ -92,5 +92,22 @@ describe('ShardQuarantine', () => {
     expect(shards.judge(successor, 1)).toBeInstanceOf(NodeQuarantinedError);
     expect(notices.slice(1).map((notice) => notice.reason)).toEqual(['run_id changed']);
   });
-});
 
+  it('trusts young shard masters at first sight when asked to, and still holds back a takeover it sees', () => {
+    const trusting = new ShardQuarantine('cluster:127.0.0.1:7000', () => WINDOW, (notice) => notices.push(notice), false);
+    const young = shard('c', 1_000);
+    trusting.learn(new Map([[1, young], [2, young]]));
+    expect(trusting.judge(young, 1)).toBeUndefined();
+    expect(trusting.longestMs()).toBeUndefined();
+    expect(notices).toEqual([]);
+    // The same young server by default: quarantined for the rest of the window.
+    expect(shards.judge(young, 9)).toBeInstanceOf(NodeQuarantinedError);
+    notices.length = 0;
+    // Restarted behind the same slots (a new run_id): a takeover, waited out in full.
+    const restarted = shard('d', 0);
+    expect(trusting.judge(restarted, 1)).toBeInstanceOf(NodeQuarantinedError);
+    expect(notices.map((notice) => notice.reason)).toEqual(['run_id changed']);
+    // A replica already promoted when first seen is not trusted either.
+    expect(trusting.judge(shard('e', 60_000, '2'.repeat(40), true), 5)).toBeInstanceOf(NodeQuarantinedError);
+  });
+});

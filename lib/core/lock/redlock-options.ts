@@ -109,11 +109,20 @@ export interface RedlockOptions extends WaitOptions {
   fenceRetentionMs?: number;
   /**
    * A master that restarted (new run_id, or up for less than this) has forgotten its keys: its
-   * votes do not count until it has been up this long. Default: the longest ttl this engine has
-   * used. `false` turns the check off (only do that with masters on `appendfsync always`, or in
-   * tests of fresh servers).
+   * votes do not count until it has been up this long. Default `'max-ttl'`: the longest ttl this
+   * engine has used. `false` turns the check off (only do that with masters on `appendfsync
+   * always`, or in tests of fresh servers).
    */
-  restartQuarantineMs?: number | false;
+  restartQuarantineMs?: number | 'max-ttl' | false;
+  /**
+   * Whether a master that is already young when this engine first sees it waits out the restart
+   * quarantine too: it may have restarted just before, forgetting other processes' locks. Default
+   * true. `false` quarantines only what this engine sees happen (a master's run_id changing, a
+   * failover) and trusts every master at first sight: for fleets moving from node-redlock, whose
+   * long durations would keep young masters out for that long (docs/from-node-redlock.md). A
+   * master that restarted before this engine started then votes at once.
+   */
+  quarantineAtFirstSight?: boolean;
   /**
    * Count a master's vote for a lock, an extension or a fence only once this many of its
    * replicas acknowledged the write (Redis `WAIT`, sent right behind it, bounded by the round's
@@ -151,6 +160,7 @@ export interface ResolvedRedlockOptions {
   readonly handOff: boolean;
   /** A fixed window, `'max-ttl'` for the longest ttl used, or false for off. */
   readonly restartQuarantineMs: number | 'max-ttl' | false;
+  readonly quarantineAtFirstSight: boolean;
   readonly replicaAcks: number;
   readonly instrumentation: RedlockInstrumentation | undefined;
 }
@@ -201,13 +211,14 @@ export function resolveOptions(options: RedlockOptions = {}): ResolvedRedlockOpt
     wakeups: given(options.wakeups, true),
     handOff: given(options.handOff, true),
     restartQuarantineMs: given(options.restartQuarantineMs, 'max-ttl' as const),
+    quarantineAtFirstSight: given(options.quarantineAtFirstSight, true),
     replicaAcks: given(options.replicaAcks, 0),
     instrumentation: options.instrumentation,
     ...resolveWait(options, DEFAULTS),
   };
   const quarantine = resolved.restartQuarantineMs;
   if (quarantine !== false && quarantine !== 'max-ttl' && !isDelay(quarantine)) {
-    throw new InvalidArgumentError('restartQuarantineMs', quarantine, `expected a number of ms in [0, ${MAX_DELAY_MS}], or false (off)`);
+    throw new InvalidArgumentError('restartQuarantineMs', quarantine, `expected a number of ms in [0, ${MAX_DELAY_MS}], 'max-ttl' or false (off)`);
   }
   checkPrefixes(resolved);
   if (typeof resolved.driftFactor !== 'number' || !(resolved.driftFactor >= 0 && resolved.driftFactor < 0.5)) {
@@ -232,7 +243,7 @@ export function resolveOptions(options: RedlockOptions = {}): ResolvedRedlockOpt
     throw new InvalidArgumentError('logger', resolved.logger, 'expected an object with a warn(message) method');
   }
   checkInstrumentation(resolved.instrumentation);
-  for (const name of ['fencing', 'fenceTimeFloor', 'wakeups', 'handOff'] as const) checkFlag(name, resolved[name]);
+  for (const name of ['fencing', 'fenceTimeFloor', 'wakeups', 'handOff', 'quarantineAtFirstSight'] as const) checkFlag(name, resolved[name]);
   checkedWaits.add(resolved);
   return resolved;
 }

@@ -20,11 +20,15 @@ export class RestartQuarantine {
   readonly #noticed = new WeakMap<RedisNode, number>();
   /** Why a master's identity check found it replaced or promoted, until the notice says so. */
   readonly #replaced = new WeakMap<RedisNode, NodeRestart['reason']>();
+  /** Per master this engine saw restart, replaced or promoted: the start (startedAt) that was. */
+  readonly #seenRestarting = new WeakMap<RedisNode, number | undefined>();
 
   constructor(
     /** A fixed window, or `'max-ttl'` for the longest ttl this engine has used. */
     private readonly window: number | 'max-ttl',
     private readonly notify: (notice: QuarantineNotice) => void,
+    /** False: a master young at first sight votes; only a restart this engine sees is waited out. */
+    readonly atFirstSight = true,
   ) {}
 
   /** Records a ttl the engine is about to use: the window grows to cover its locks. */
@@ -39,6 +43,7 @@ export class RestartQuarantine {
   /** The master's connection found a different server than before (failover, DNS, restart), or a promoted replica at first sight. */
   replaced(node: RedisNode, reason: NodeRestart['reason']): void {
     this.#replaced.set(node, reason);
+    this.#seenRestarting.set(node, node.startedAt);
   }
 
   /**
@@ -48,6 +53,8 @@ export class RestartQuarantine {
   judge(node: RedisNode, uptimeMs: number): Promise<void> | undefined {
     const remaining = this.windowMs - uptimeMs;
     if (remaining <= 0) return undefined;
+    // Young since before we first saw it: trusted when asked to (a restart we saw is not).
+    if (!this.atFirstSight && this.#seenRestarting.get(node) !== node.startedAt) return undefined;
     if (this.#noticed.get(node) !== node.startedAt) {
       this.#noticed.set(node, node.startedAt!);
       const reason = this.#replaced.get(node) ?? 'recent start';

@@ -33,6 +33,8 @@ export class ShardQuarantine {
     private readonly voter: string,
     private readonly windowMs: () => number,
     private readonly notify: (notice: QuarantineNotice) => void,
+    /** False: a shard master young at first sight votes; takeovers this engine sees are still waited out. */
+    private readonly atFirstSight = true,
   ) {}
 
   /** What the cluster says now, before any vote: the owner of every slot. */
@@ -80,7 +82,8 @@ export class ShardQuarantine {
    * promoted at some unknown moment, once the window has passed since now.
    */
   #firstSeen(shard: ShardIdentity, now: number, announce = true): number {
-    const since = shard.promoted ? now : now - shard.uptimeMs;
+    // Trusted at first sight: up for ever, as far as its votes go.
+    const since = shard.promoted ? now : this.atFirstSight ? now - shard.uptimeMs : Number.NEGATIVE_INFINITY;
     this.#since.set(shard.term, since);
     const remainingMs = this.windowMs() - (now - since);
     if (announce && remainingMs > 0) this.notify({ node: this.#name(shard), reason: shard.promoted ? 'promoted replica' : 'recent start', remainingMs });

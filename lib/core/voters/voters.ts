@@ -33,7 +33,7 @@ export function prepareClusterVoters(
   if (options.replicaAcks > 0) {
     throw new InvalidArgumentError('replicaAcks', options.replicaAcks, 'not supported with a Redis Cluster voter (WAIT would reach one shard of many)');
   }
-  if (quarantine) for (const voter of clusters) voter.watchShards(new ShardQuarantine(voter.name, () => quarantine.windowMs, notify));
+  if (quarantine) for (const voter of clusters) voter.watchShards(new ShardQuarantine(voter.name, () => quarantine.windowMs, notify, quarantine.atFirstSight));
   if (nodes.length === 1) {
     options.logger.warn(
       `redlock: ${nodes[0]!.name} is the only voter. A Redis Cluster replicates asynchronously: a shard master that ` +

@@ -46,6 +46,20 @@ async function main() {
     for (const client of [...ours, ...theirs]) client.disconnect();
   }
 
+  // node-redlock's require, as its CommonJS users write it: `.default` is the class.
+  const NodeRedlock = require('nestjs-redlock/node-redlock').default;
+  assert.equal(NodeRedlock, require('nestjs-redlock/node-redlock').Redlock);
+  const compat = await connect(urls);
+  const redlock = new NodeRedlock(compat, { retryCount: 0 });
+  try {
+    const lock = await redlock.acquire([resource], 5_000);
+    assert.equal(await compat[0].get(resource), lock.value);
+    await lock.release();
+  } finally {
+    redlock.engine.close();
+    for (const client of compat) client.disconnect();
+  }
+
   const nest = Object.keys(require.cache).filter((file) => /[\\/]node_modules[\\/]@nestjs[\\/]/.test(file));
   assert.deepEqual(nest, [], 'nestjs-redlock/core loaded Nest');
   console.log(`cjs: require('nestjs-redlock/core') locked and released ${resource} on ${urls.length} masters`);

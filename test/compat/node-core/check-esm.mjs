@@ -4,6 +4,7 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { Lock, LockHeldError, Redlock } from 'nestjs-redlock/core';
+import NodeRedlock, { ExecutionError, Redlock as NamedNodeRedlock } from 'nestjs-redlock/node-redlock';
 
 async function connect(urls) {
   const clients = urls.map((url) => new Redis(url, { maxRetriesPerRequest: 1 }));
@@ -43,3 +44,19 @@ try {
   for (const client of [...ours, ...theirs]) client.disconnect();
 }
 console.log(`esm: import from 'nestjs-redlock/core' locked and released ${resource} on ${urls.length} masters`);
+
+// node-redlock's default import, as its users write it: a lock under the bare resource.
+assert.equal(NodeRedlock, NamedNodeRedlock, "the default export is not the Redlock class");
+const compat = await connect(urls);
+const redlock = new NodeRedlock(compat, { retryCount: 1, retryDelay: 10 });
+const bare = `compat-esm-node-redlock:${randomUUID()}`;
+try {
+  const lock = await redlock.acquire([bare], 5_000);
+  assert.equal(await compat[0].get(bare), lock.value);
+  await assert.rejects(redlock.acquire([bare], 5_000), ExecutionError);
+  await lock.release();
+} finally {
+  redlock.engine.close();
+  for (const client of compat) client.disconnect();
+}
+console.log(`esm: import Redlock from 'nestjs-redlock/node-redlock' locked and released ${bare}`);
