@@ -28,11 +28,14 @@ for (const name of PORT_VARIABLES) {
   }
 }
 
+// Loosely typed on purpose: the vendored files are not type-checked here (see tsconfig.json), and
+// redlock's own declarations are out of reach under nodenext (bench/adapters/redlock.d.ts).
+type Constructor = new (...args: never[]) => unknown;
 interface Implementation {
-  default: typeof import('redlock').default;
-  ExecutionError: typeof import('redlock').ExecutionError;
-  ResourceLockedError: typeof import('redlock').ResourceLockedError;
-  Lock: typeof import('redlock').Lock;
+  default: Constructor;
+  ExecutionError: Constructor;
+  ResourceLockedError: Constructor;
+  Lock: Constructor;
 }
 
 // Specifiers held in variables: the compatible entry point need not exist for this file to type-check.
@@ -46,9 +49,11 @@ const impl = process.env.NR_IMPL ?? '';
 const source = SOURCES[impl];
 if (source === undefined) throw new Error(`NR_IMPL=${impl}: expected one of ${Object.keys(SOURCES).join(', ')}`);
 const loaded = (await import(source)) as Implementation;
+for (const name of ['default', 'ExecutionError', 'ResourceLockedError', 'Lock'] as const) {
+  if (typeof loaded[name] !== 'function') throw new Error(`NR_IMPL=${impl} (${source}) exports no ${name}`);
+}
 
 export default loaded.default;
 export const ExecutionError = loaded.ExecutionError;
 export const ResourceLockedError = loaded.ResourceLockedError;
 export const Lock = loaded.Lock;
-export type { Settings, ExecutionStats, ExecutionResult, RedlockAbortSignal, ClientExecutionResult } from 'redlock';
