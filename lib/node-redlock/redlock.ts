@@ -2,6 +2,7 @@ import { EventEmitter } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
 import {
+  InvalidArgumentError,
   LockLostError,
   QuorumError,
   Redlock as Engine,
@@ -76,6 +77,8 @@ export default class Redlock extends EventEmitter {
   /** The engine underneath: its `acquire`, `using`, fencing and the rest of the native API. */
   public readonly engine: Engine;
   readonly #clients: Client[];
+  /** Every master identified (or given up on), before the first round: see #identified. */
+  #ready: Promise<void> | undefined;
 
   /**
    * `scripts` (node-redlock's custom Lua) cannot be honoured, the engine's scripts being its
@@ -116,6 +119,7 @@ export default class Redlock extends EventEmitter {
   public async acquire(resources: string[], duration: number, settings?: Partial<Settings>): Promise<Lock> {
     checkDuration(duration);
     const call = settings ? withDefaults(settings, this.settings) : this.settings;
+    await this.#identified();
     const attempts: Promise<ExecutionStats>[] = [];
     for (;;) {
       const startedAt = Date.now();
@@ -237,6 +241,21 @@ export default class Redlock extends EventEmitter {
     }
   }
 
+  /**
+   * The engine asks each master who it is before its first vote, and a round is decided once a
+   * majority answered: a master identified late gets its request after commands the app sends it
+   * meanwhile, which node-redlock callers may read right after `acquire` (the key would not be
+   * there yet). So the first call waits for every master to be identified, at most
+   * IDENTIFY_WAIT_MS for a silent one. Two clients of one server are refused here, once for all.
+   */
+  #identified(): Promise<void> {
+    this.#ready ??= Promise.race([this.engine.verifyMasters(), sleep(IDENTIFY_WAIT_MS, undefined, { ref: false })]).catch((error: unknown) => {
+      if (error instanceof InvalidArgumentError) throw error;
+      // A master that does not answer is the rounds' business, as for any call.
+    });
+    return this.#ready;
+  }
+
   /** Waits before the next round, if `rounds` leaves another: false when the retry window is over. */
   async #pauseBeforeRetry(rounds: number, settings: Settings): Promise<boolean> {
     const maxRounds = settings.retryCount === -1 ? Number.POSITIVE_INFINITY : settings.retryCount + 1;
@@ -256,6 +275,8 @@ export default class Redlock extends EventEmitter {
 }
 
 const MAX_TIMER_MS = 2 ** 31 - 1;
+/** How long the first call waits for a master that does not say who it is. */
+const IDENTIFY_WAIT_MS = 1_000;
 
 function resolved(stats: ExecutionStats): Promise<ExecutionStats> {
   return Promise.resolve(stats);

@@ -21,7 +21,7 @@ import {
  *   redlock      the npm package redlock@5.0.0-beta.2 itself, the reference: every test must pass;
  *   compat       our compatible entry point lib/node-redlock/index.ts (from source);
  *   compat-dist  the same as built, the package subpath nestjs-redlock/node-redlock (`npm run build` first).
- * Unset: compat once lib/node-redlock/index.ts exists, redlock until then.
+ * Unset: redlock, then compat (node-redlock passing on these servers is the control for ours).
  * `NR_IMPL=redlock,compat npx vitest run test/node-redlock` compares both in one run.
  */
 

@@ -47,7 +47,16 @@ export interface SlotLayout {
 }
 
 export function script(name: string, source: string, cluster?: ClusterShape): LuaScript {
-  return { name, source, sha: sha1(source), ...(cluster ? { cluster } : {}) };
+  const made = { name, source, sha: sha1(source), ...(cluster ? { cluster } : {}) };
+  defined.push(made);
+  return made;
+}
+
+const defined: LuaScript[] = [];
+
+/** Every script the engine's modules define: what a master is given to load when it is identified. */
+export function definedScripts(): readonly LuaScript[] {
+  return defined;
 }
 
 export function sha1(source: string): string {

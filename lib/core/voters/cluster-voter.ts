@@ -1,8 +1,8 @@
 import type { Cluster, Redis, RedisKey } from 'ioredis';
 import { forCluster, identity, merge, split, undoCall, unwrap, WHO_RUNS_THIS, type ShardIdentity, type SlotCall } from './cluster-scripts.js';
 import { keySlot } from '../base/key-slot.js';
-import type { LuaScript } from '../scripts/lua-script.js';
-import { clusterNodeKey, RedisNode, type BatchedRequests } from './redis-node.js';
+import { definedScripts, type LuaScript } from '../scripts/lua-script.js';
+import { clusterNodeKey, loadScripts, RedisNode, type BatchedRequests } from './redis-node.js';
 import type { ShardQuarantine } from './shard-quarantine.js';
 
 /**
@@ -64,8 +64,14 @@ export class ClusterVoter extends RedisNode {
     // Right after it connects, the client replaces its connections to the startup nodes by those of
     // the slot map: a command caught in between fails ("Connection is closed"), once.
     const members = () => this.cluster.cluster('NODES');
-    const [nodes] = await Promise.all([members().catch(members), this.#shards && this.#learnOwners(this.#shards)]);
+    const [nodes] = await Promise.all([members().catch(members), this.#shards && this.#learnOwners(this.#shards), this.#loadScripts()]);
     this.#members = clusterMembers(String(nodes));
+  }
+
+  /** The engine's scripts, as this voter sends them, on every shard master (see loadScripts). */
+  #loadScripts(): Promise<void> {
+    const scripts = definedScripts().map(forCluster);
+    return Promise.all(this.cluster.nodes('master').map((node) => loadScripts(scripts, (source) => node.script('LOAD', source)))).then(() => undefined);
   }
 
   /**

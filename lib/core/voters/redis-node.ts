@@ -3,7 +3,7 @@ import { monotonicNow } from '../base/clock.js';
 import { CommandBatch, TickLane } from './command-batch.js';
 import type { MasterAddress } from '../lock/instrumentation.js';
 import { masterAddress } from './master-address.js';
-import type { LuaScript } from '../scripts/lua-script.js';
+import { definedScripts, type LuaScript } from '../scripts/lua-script.js';
 import { redactCredentials } from '../base/redact.js';
 import { AckedReply, waitForReplicas, type ReplicaWait } from './replica-acks.js';
 
@@ -214,7 +214,12 @@ export class RedisNode {
   }
 
   async #readIdentity(onRestart: (restart: NodeRestart) => void, onIdentified: () => void): Promise<void> {
-    const [info, replication, cluster] = await Promise.all([this.client.info('server'), this.client.info('replication'), this.client.info('cluster')]);
+    const [info, replication, cluster] = await Promise.all([
+      this.client.info('server'),
+      this.client.info('replication'),
+      this.client.info('cluster'),
+      loadScripts(definedScripts(), (source) => this.client.script('LOAD', source)),
+    ]);
     const runId = /^run_id:(\S+)/m.exec(info)?.[1];
     const uptimeSeconds = Number(/^uptime_in_seconds:(\d+)/m.exec(info)?.[1] ?? Number.NaN);
     if (!runId || !Number.isFinite(uptimeSeconds)) throw new Error('INFO server did not report run_id and uptime');
@@ -250,6 +255,20 @@ export class RedisNode {
 /** How a Redis Cluster node's id stands in a voter's identity: one for a plain client of it, all of them for its Cluster voter. */
 export function clusterNodeKey(nodeId: string): string {
   return `cluster-node:${nodeId}`;
+}
+
+/**
+ * Loads the engine's scripts on a server as it is identified, in the same round trip: its first
+ * rounds then run by SHA, without a NOSCRIPT reply and a second send. A second send would also
+ * reach the server after anything the app sent it meanwhile, so a caller that reads a master
+ * right after a grant could miss the key there. Best effort: a user without SCRIPT permission, or
+ * a server that forgets them, costs only the NOSCRIPT fallback.
+ */
+export function loadScripts(scripts: readonly LuaScript[], load: (source: string) => Promise<unknown>): Promise<void> {
+  return Promise.all(scripts.map((script) => load(script.source))).then(
+    () => undefined,
+    () => undefined,
+  );
 }
 
 export function isNoScript(error: unknown): boolean {
