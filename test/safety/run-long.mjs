@@ -60,6 +60,8 @@ const ORDER = [
   'cluster-control-semaphore',
   'cluster-failover-read-write',
   'cluster-control-read-write',
+  'mixed-fleet',
+  'mixed-fleet-control',
 ];
 
 /** Ids of the semaphore and read-write cases of the scenarios that run every kind. */

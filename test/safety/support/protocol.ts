@@ -15,6 +15,24 @@ export interface EngineSettings {
   retryDelayMs?: number;
   retryJitterMs?: number;
   wakeups?: boolean;
+  /** 'node-redlock': lock keys under the bare resource name, as node-redlock stores them (issue 31). */
+  keyFormat?: 'prefixed' | 'node-redlock';
+}
+
+/**
+ * A worker process on node-redlock's API instead of the engine's (redlock-api-worker.ts): the
+ * `redlock` package itself (npm, 5.0.0-beta.2), or this package's `nestjs-redlock/node-redlock`
+ * entry point (`entry`), whose engine takes `WorkerConfig.engine` as its options (the fourth
+ * argument: the compatible key format unless told otherwise).
+ */
+export interface RedlockApiConfig {
+  library: 'redlock' | 'entry';
+  /** node-redlock's settings: rounds after the first, and the pause between rounds (ms). */
+  retryCount: number;
+  retryDelay: number;
+  retryJitter: number;
+  /** Share of cycles that extend the lock once (ttl: the cycle's) between read and write. */
+  extendShare: number;
 }
 
 /** A whole Redis Cluster as one voter: the nodes its ioredis `Cluster` client is given to find it. */
@@ -83,6 +101,8 @@ export interface WorkerConfig {
    * reentryCycle in worker.ts).
    */
   detachedReentry?: number;
+  /** Run redlock-api-worker.ts (node-redlock's API) instead of worker.ts; its loops are `loop` mode's. */
+  redlockApi?: RedlockApiConfig;
 }
 
 export interface WorkerSummary {

@@ -11,6 +11,8 @@ import type { ChildMessage, LoseReplyRequest, ParentMessage, WorkerConfig, Worke
 import { WakeForger } from './wake-forger.js';
 
 const WORKER = fileURLToPath(new URL('./worker.ts', import.meta.url));
+/** The worker on node-redlock's API (the `redlock` package, or this package's compatible entry point). */
+const REDLOCK_API_WORKER = fileURLToPath(new URL('./redlock-api-worker.ts', import.meta.url));
 /** Compiles the worker's TypeScript on load, the way vitest compiles the tests. */
 const LOADER = new URL('../../support/ts-loader/register.mjs', import.meta.url).href;
 
@@ -169,7 +171,7 @@ export class SafetyRun {
   async spawn(config: WorkerConfig): Promise<WorkerProcess> {
     const env = { ...process.env };
     delete env['NODE_OPTIONS']; // the test runner's own hooks must not leak into the workers
-    const child = fork(WORKER, [JSON.stringify(config)], {
+    const child = fork(config.redlockApi ? REDLOCK_API_WORKER : WORKER, [JSON.stringify(config)], {
       execArgv: ['--import', LOADER],
       serialization: 'advanced',
       stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
