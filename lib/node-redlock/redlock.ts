@@ -69,7 +69,7 @@ const COMPATIBLE_OPTIONS: RedlockOptions = {
  * Emits `'error'` for every master that refused or failed a round (node-redlock's event;
  * listened to by default, so it never crashes the process).
  */
-export default class Redlock extends EventEmitter {
+export class Redlock extends EventEmitter {
   /** The masters, as given. */
   public readonly clients: Set<Client>;
   /** This instance's settings, over node-redlock's defaults. */
@@ -83,8 +83,8 @@ export default class Redlock extends EventEmitter {
   /**
    * `scripts` (node-redlock's custom Lua) cannot be honoured, the engine's scripts being its
    * own: giving any is refused. `options` are the engine's (RedlockOptions) over this entry
-   * point's defaults (`keyFormat: 'node-redlock'`, `maxTtlMs` unbounded, `quarantineAtFirstSight:
-   * false`, unbounded extensions); `driftFactor` comes from `settings`.
+   * point's defaults: `keyFormat: 'node-redlock'`, an unbounded `maxTtlMs`,
+   * `quarantineAtFirstSight: false` and unbounded extensions; `driftFactor` comes from `settings`.
    */
   public constructor(
     clients: Iterable<Client>,
@@ -273,6 +273,9 @@ export default class Redlock extends EventEmitter {
     });
   }
 }
+
+// node-redlock's default export. Named too: importing CommonJS, Node's ESM loader finds only named exports it can read.
+export default Redlock;
 
 const MAX_TIMER_MS = 2 ** 31 - 1;
 /** How long the first call waits for a master that does not say who it is. */

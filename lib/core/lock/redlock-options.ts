@@ -110,8 +110,8 @@ export interface RedlockOptions extends WaitOptions {
   /**
    * A master that restarted (new run_id, or up for less than this) has forgotten its keys: its
    * votes do not count until it has been up this long. Default `'max-ttl'`: the longest ttl this
-   * engine has used. `false` turns the check off (only do that with masters on `appendfsync
-   * always`, or in tests of fresh servers).
+   * engine has used. `false` turns the check off (only do that with masters on
+   * `appendfsync always`, or in tests of fresh servers).
    */
   restartQuarantineMs?: number | 'max-ttl' | false;
   /**
