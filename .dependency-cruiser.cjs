@@ -77,6 +77,15 @@ module.exports = {
       to: { path: '^lib/core/(kinds|waiting)/' },
     },
     {
+      name: 'node-redlock-uses-the-public-engine',
+      comment:
+        "lib/node-redlock is node-redlock's API over the engine as any user has it (nestjs-redlock/core): " +
+        'it imports lib/core/index.ts and nothing else of lib/, so it can never rely on what the engine keeps to itself.',
+      severity: 'error',
+      from: { path: '^lib/node-redlock/' },
+      to: { path: '^lib/', pathNot: ['^lib/node-redlock/', '^lib/core/index\\.ts$'] },
+    },
+    {
       name: 'no-unresolvable',
       comment:
         'Every import in lib/ resolves to a file or an installed package: a subpath folder such as ' +
