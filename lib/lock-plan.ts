@@ -81,7 +81,7 @@ export class LockPlanner {
     const { defaultTtlMs, defaultWait, maxTtlMs } = this.settings;
     const { ttlMs = defaultTtlMs, autoExtend = true, onLocked = defaultWait.onLocked, waitTimeoutMs = defaultWait.waitTimeoutMs } = metadata.options;
     if (!isTtl(ttlMs, maxTtlMs)) {
-      throw new RedlockConfigError(`@WithLock on ${site}: ttlMs must be a positive integer number of ms, at most ${maxTtlMs} (maxTtlMs) (got ${formatValue(ttlMs)})`);
+      throw new RedlockConfigError(`@WithLock on ${site}: ttlMs must be a positive integer number of ms, at most ${maxTtlMs} as maxTtlMs allows (got ${formatValue(ttlMs)})`);
     }
     checkOnLocked(`@WithLock on ${site}: onLocked`, onLocked);
     if (waitTimeoutMs !== undefined) checkWaitTimeout(`@WithLock on ${site}: waitTimeoutMs`, waitTimeoutMs);

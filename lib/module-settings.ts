@@ -34,7 +34,7 @@ export function resolveSettings(options: RedlockModuleOptions | undefined): Redl
   const maxTtlMs = typeof engine.maxTtlMs === 'number' ? engine.maxTtlMs : MAX_TTL_MS;
   if (!isTtl(defaultTtlMs, maxTtlMs)) {
     throw new RedlockConfigError(
-      `RedlockModule: options.defaultTtlMs must be a positive integer number of ms, at most ${maxTtlMs} (maxTtlMs) ` +
+      `RedlockModule: options.defaultTtlMs must be a positive integer number of ms, at most ${maxTtlMs} as maxTtlMs allows ` +
         `(got ${formatValue(defaultTtlMs)})`,
     );
   }

@@ -294,8 +294,8 @@ describe('configuration mistakes fail at bootstrap with a message naming the opt
   it.each<[string, object, RegExp]>([
     ['a template reading past the parameters', { providers: [TooFarKey] }, /^@WithLock on TooFarKey\.run: lock key template "x:\{1\}" reads argument 1 in \{1\}, but TooFarKey\.run declares 1 parameter$/],
     ['a template syntax error', { providers: [BrokenTemplate] }, /^@WithLock on BrokenTemplate\.run: lock key template "x:\{0" has an unclosed "\{"/],
-    ['a bad ttl on the decorator', { providers: [BadTtl] }, /^@WithLock on BadTtl\.run: ttlMs must be a positive integer number of ms \(got -1\)$/],
-    ['a ttl given as text', { providers: [TextTtl] }, /^@WithLock on TextTtl\.run: ttlMs must be a positive integer number of ms \(got "5000"\)$/],
+    ['a bad ttl on the decorator', { providers: [BadTtl] }, /^@WithLock on BadTtl\.run: ttlMs must be a positive integer number of ms, at most 86400000 as maxTtlMs allows \(got -1\)$/],
+    ['a ttl given as text', { providers: [TextTtl] }, /^@WithLock on TextTtl\.run: ttlMs must be a positive integer number of ms, at most 86400000 as maxTtlMs allows \(got "5000"\)$/],
     ['autoExtend given as text', { providers: [TextAutoExtend] }, /^@WithLock on TextAutoExtend\.run: autoExtend must be true or false \(got "no"\)$/],
     ['a wait given as text', { providers: [TextWaitTimeout] }, /^@WithLock on TextWaitTimeout\.run: waitTimeoutMs must be a finite number of ms >= 0.* \(got "100"\)$/],
     ['onLocked given as null', { providers: [NullOnLocked] }, /^@WithLock on NullOnLocked\.run: onLocked must be 'wait', 'fail' or 'skip' \(got null\)$/],
