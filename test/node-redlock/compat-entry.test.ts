@@ -42,6 +42,16 @@ describe('nestjs-redlock/node-redlock', () => {
     await holder.release();
   });
 
+  it('leaves one listener on a client however many Redlocks are made over it (node-redlock users make one per call)', async () => {
+    const before = clients.map((client) => client.listenerCount('close'));
+    for (let i = 0; i < 30; i++) {
+      const redlock = new Redlock(clients, FAST);
+      await (await redlock.acquire([`per-call:${i}`], 1_000)).release();
+    }
+    const after = clients.map((client) => client.listenerCount('close'));
+    after.forEach((count, index) => expect(count - before[index]!).toBeLessThanOrEqual(1));
+  });
+
   it('refuses custom scripts instead of running other Lua than it says', () => {
     expect(() => new Redlock(clients, {}, { acquireScript: 'return 1' } as never)).toThrow(/custom scripts \(acquireScript\)/);
   });

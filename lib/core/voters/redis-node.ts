@@ -81,14 +81,26 @@ export class RedisNode {
   /** run_id and replication id: the server and its tenure as a master. */
   #term: string | undefined;
   #identifying: Promise<void> | undefined;
-  #watching = false;
-  #closes = 0;
+  /** The client's connection closes, counted once per client whatever the number of engines on it. */
+  readonly #closes: { count: number };
+  /** The closes this node has taken into account: a new one forgets who the server is. */
+  #seenCloses: number;
   readonly #lane = new TickLane();
   readonly #batches = new Map<BatchedRequests<never, unknown>, CommandBatch<never, unknown>>();
 
   constructor(readonly client: Redis) {
     this.address = masterAddress(client);
     this.name = this.address.name;
+    this.#closes = closesOf(client);
+    this.#seenCloses = this.#closes.count;
+  }
+
+  /** After a close of the connection, the server behind it is unknown until identified again. */
+  #sinceLastClose(): void {
+    if (this.#seenCloses === this.#closes.count) return;
+    this.#seenCloses = this.#closes.count;
+    this.#startedAt = undefined;
+    this.#identifying = undefined;
   }
 
   /** Sends `item` with the other requests of its kind of this tick on this connection. */
@@ -149,14 +161,7 @@ export class RedisNode {
    * so no vote is counted from a server that has not been identified since.
    */
   identify(onRestart: (restart: NodeRestart) => void, onIdentified: () => void = () => {}): Promise<void> {
-    if (!this.#watching) {
-      this.#watching = true;
-      this.client.on('close', () => {
-        this.#closes++;
-        this.#startedAt = undefined;
-        this.#identifying = undefined;
-      });
-    }
+    this.#sinceLastClose();
     if (this.#startedAt !== undefined) return Promise.resolve();
     this.#identifying ??= this.#readIdentity(onRestart, onIdentified).finally(() => {
       if (this.#startedAt === undefined) this.#identifying = undefined;
@@ -169,11 +174,12 @@ export class RedisNode {
    * whose reply arrives with another count than it left with crossed a reconnection.
    */
   get connection(): number {
-    return this.#closes;
+    return this.#closes.count;
   }
 
   /** When the server started, on our monotonic clock (never earlier than it really did). */
   get startedAt(): number | undefined {
+    this.#sinceLastClose();
     return this.#startedAt;
   }
 
@@ -187,6 +193,7 @@ export class RedisNode {
 
   /** Milliseconds the server has been up as far as we can prove (rounded down); undefined if unknown. */
   uptimeMs(): number | undefined {
+    this.#sinceLastClose();
     return this.#startedAt === undefined ? undefined : monotonicNow() - this.#startedAt;
   }
 
@@ -244,12 +251,32 @@ export class RedisNode {
     this.#term = term;
     this.#clusterNodeId = clusterNodeId;
     this.#identity = new Set([clusterNodeId === undefined ? `run_id:${runId}` : clusterNodeKey(clusterNodeId)]);
+    // A close while INFO was out: forgotten first, as the close came before this reply.
+    this.#sinceLastClose();
     this.#startedAt = startedAt;
     onIdentified();
     if (replaced || promotedAtFirstSight) {
       onRestart({ node: this.name, reason: replaced ? 'run_id changed' : 'promoted replica', uptimeMs: uptimeSeconds * 1000 });
     }
   }
+}
+
+const closeCounts = new WeakMap<Redis, { count: number }>();
+
+/**
+ * How many times `client`'s connection closed since the first engine used it: one listener per
+ * client, however many engines are made over it (node-redlock's users often make one per call,
+ * and a listener per engine would stay on the client for ever).
+ */
+function closesOf(client: Redis): { count: number } {
+  let closes = closeCounts.get(client);
+  if (!closes) {
+    const counter = { count: 0 };
+    client.on('close', () => void counter.count++);
+    closeCounts.set(client, counter);
+    closes = counter;
+  }
+  return closes;
 }
 
 /** How a Redis Cluster node's id stands in a voter's identity: one for a plain client of it, all of them for its Cluster voter. */
