@@ -33,6 +33,35 @@ async function engine(options: RedlockOptions = FRESH_FLEET): Promise<{ redlock:
   return { redlock, clients };
 }
 
+interface PermitHold {
+  slot: number;
+  handedOver: boolean;
+}
+
+/**
+ * `workers` callers of one engine take a permit of a limit-2 semaphore `cycles` times each, hold
+ * it a millisecond and release it; never more than 2 hold at once. Every hold, in the order it began.
+ */
+async function contendForPermits(redlock: Redlock, resource: string, workers: number, cycles: number): Promise<PermitHold[]> {
+  const holds: PermitHold[] = [];
+  let inside = 0;
+  await Promise.all(
+    Array.from({ length: workers }, async () => {
+      for (let i = 0; i < cycles; i++) {
+        const permit = await redlock.acquire(resource, 10_000, { limit: 2, waitTimeoutMs: 60_000 });
+        inside++;
+        expect(inside).toBeLessThanOrEqual(2);
+        const hold: PermitHold = { slot: permit.slots![0]!, handedOver: false };
+        holds.push(hold);
+        await sleep(1);
+        inside--;
+        hold.handedOver = (await permit.release()).handedOver === true;
+      }
+    }),
+  );
+  return holds;
+}
+
 /** An engine that reaches only the masters in `reachable`; the others are a port nobody listens on. */
 async function partitioned(reachable: readonly number[]): Promise<Redlock> {
   const urls = fleet.urls();
@@ -167,6 +196,23 @@ describe('limit (a semaphore)', () => {
     const permit = await waiter;
     expect(permit.slots).toEqual(held[0].slots);
     await Promise.all([permit.release(), held[1].release()]);
+  });
+
+  it('hands released permits to callers of the same process asleep for them, never admitting a holder more', async () => {
+    const { redlock, clients } = await engine();
+    const holds = await contendForPermits(redlock, 'local-pool', 5, 12);
+    expect(holds).toHaveLength(60);
+    // Most releases find a caller asleep between its rounds; without hand-over there would be none.
+    expect(holds.filter((hold) => hold.handedOver).length).toBeGreaterThan(10);
+    // A handed permit keeps the slot of the permit it came from: the slots in use stay two.
+    expect(new Set(holds.map((hold) => hold.slot)).size).toBeLessThanOrEqual(2);
+    await expect.poll(async () => (await Promise.all(clients.map((client) => client.exists('redlock-holders:local-pool')))).every((n) => n === 0)).toBe(true);
+  });
+
+  it('hands no fenced permit over: each holder gets its fence from the masters', async () => {
+    const { redlock } = await engine({ ...FRESH_FLEET, fencing: true, fenceTimeFloor: false });
+    const holds = await contendForPermits(redlock, 'fenced-local', 4, 8);
+    expect(holds.filter((hold) => hold.handedOver)).toEqual([]);
   });
 
   it('extends a permit and signals its loss', async () => {

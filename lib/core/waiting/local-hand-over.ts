@@ -12,15 +12,18 @@ import type { Waiter } from './waiter.js';
 const HAND_OVER_BATCH = 8;
 
 /**
- * Passing a lock between callers of one process without the masters. Per line of callers for
- * the same resources it knows the lock a caller of this process holds and the head of the line
- * while it sleeps. A release finding that head asleep hands it the held keys: they stay ours
- * throughout, so no other process can slip in, and the waiter skips a release, a wake-up and an
- * acquire round. Not for fenced locks (each holder needs a larger fence), only while half the
- * ttl is left, and only in streaks bounded by who was in line when the streak began.
+ * Passing a hold between callers of one process without the masters. Per line of callers for
+ * the same resources it knows the lock a caller of this process holds and the heads of the line
+ * while they sleep (one for a lock; up to the limit for a semaphore's permits). A release
+ * finding a head asleep hands it the held keys (a permit, its slots): they stay ours throughout,
+ * under the same token, so no other process can slip in and no more holders hold than before,
+ * and the waiter skips a release, a wake-up and an acquire round. Not for fenced holds (each
+ * holder needs a larger fence), only while half the ttl is left, and only in streaks bounded by
+ * who was in line when the streak began.
  */
 export class LocalHandOver {
-  readonly #sleepingHeads = new Map<string, Waiter>();
+  /** Per line, its heads asleep between their rounds, the longest asleep first. */
+  readonly #sleepingHeads = new Map<string, Waiter[]>();
   readonly #streaks = new Map<string, { count: number; limit: number }>();
   readonly #holders = new Map<string, Lock>();
 
@@ -39,26 +42,37 @@ export class LocalHandOver {
     this.#holders.set(line, lock);
   }
 
-  /** Runs `sleep` with `waiter` registered as the head that a release may hand the lock to. */
+  /** Runs `sleep` with `waiter` registered as a head that a release may hand the hold to. */
   async asleep(line: string, waiter: Waiter, sleep: () => Promise<void>): Promise<void> {
-    this.#sleepingHeads.set(line, waiter);
+    let heads = this.#sleepingHeads.get(line);
+    if (!heads) this.#sleepingHeads.set(line, (heads = []));
+    heads.push(waiter);
     try {
       await sleep();
     } finally {
-      if (this.#sleepingHeads.get(line) === waiter) this.#sleepingHeads.delete(line);
+      this.#forget(line, waiter);
     }
   }
 
-  /** Hands `lock` to the sleeping head of `line`, if the rules allow: the new handle, or undefined. */
+  #forget(line: string, waiter: Waiter): void {
+    const heads = this.#sleepingHeads.get(line);
+    if (!heads) return;
+    const at = heads.indexOf(waiter);
+    if (at !== -1) heads.splice(at, 1);
+    if (heads.length === 0) this.#sleepingHeads.delete(line);
+  }
+
+  /** Hands `lock` to the longest-sleeping head of `line`, if the rules allow: the new handle, or undefined. */
   offer(lock: Lock, line: string): { handed: Lock; to: Waiter } | undefined {
-    const next = this.#sleepingHeads.get(line);
+    const next = this.#sleepingHeads.get(line)?.[0];
     if (!next || lock.fence !== undefined) return undefined;
     const streak = this.#streaks.get(line) ?? { count: 0, limit: Math.min(HAND_OVER_BATCH, 1 + this.queue.waiting(line)) };
     const remaining = lock.remainingMs();
     if (streak.count >= streak.limit || remaining < lock.ttlMs / 2) return undefined;
-    const handed = new Lock(this.engine, lock.resources, lock.keys, lock.token, lock.ttlMs, monotonicNow() + remaining);
+    // The same hold under the same token: its kind and, for a permit, its slots go with it.
+    const handed = new Lock(this.engine, lock.resources, lock.keys, lock.token, lock.ttlMs, monotonicNow() + remaining, undefined, lock.kind, lock.slots);
     if (!next.offer(handed)) return undefined;
-    this.#sleepingHeads.delete(line);
+    this.#forget(line, next);
     this.#streaks.set(line, { count: streak.count + 1, limit: streak.limit });
     this.#holders.set(line, handed);
     return { handed, to: next };
@@ -72,7 +86,7 @@ export class LocalHandOver {
 
   /** After a real release: the next caller may be standing by without a place in the masters' queue. */
   wakeNext(line: string): void {
-    this.#sleepingHeads.get(line)?.wakeNow();
+    this.#sleepingHeads.get(line)?.[0]?.wakeNow();
   }
 }
 

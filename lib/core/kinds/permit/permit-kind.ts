@@ -1,10 +1,16 @@
 import type { LockKind } from '../../lock/lock-kind.js';
-import type { KindParts } from '../hold-kind.js';
+import type { Lock, ReleaseResult } from '../../lock/lock.js';
+import { lineOf } from '../../waiting/local-hand-over.js';
+import type { Waiter } from '../../waiting/waiter.js';
+import type { HeldBy, KindParts } from '../hold-kind.js';
 import { SHARED_CONTENDERS, SharedKind } from '../shared/shared-holds.js';
 
 /**
  * Permits of a semaphore (`limit` > 1): at most `limit` holders of a resource at once, each in a
- * numbered slot that a majority of masters agreed on.
+ * numbered slot that a majority of masters agreed on. A permit released while a caller of this
+ * process sleeps between its rounds for the same semaphore passes to it (LocalHandOver): the slot
+ * stays held on the masters under the same token, so the number of holders never grows, and the
+ * caller skips a release, a wake-up and a round that could split over slots.
  */
 export class PermitKind extends SharedKind {
   /** More callers of ours after a permit than there are permits could only be refused. */
@@ -13,6 +19,30 @@ export class PermitKind extends SharedKind {
   constructor(parts: KindParts, kind: LockKind) {
     super(parts, kind);
     this.width = Math.min(kind.limit, SHARED_CONTENDERS);
+  }
+
+  /** Between rounds: where a permit released in this process can be handed to this waiter. */
+  override sleep(localLine: string, waiter: Waiter, pause: () => Promise<void>, handOver = false): Promise<void> {
+    const sleep = () => super.sleep(localLine, waiter, pause);
+    return handOver ? this.rounds.handOver.asleep(localLine, waiter, sleep) : sleep();
+  }
+
+  /** To a caller of this process sleeping for the same semaphore, if one is; else freed on every master. */
+  override async release(lock: Lock, held: HeldBy | undefined): Promise<ReleaseResult> {
+    const { handOver, entries } = this.rounds;
+    const line = this.localLine(lineOf(lock.keys));
+    const passed = held && handOver.offer(lock, line);
+    if (passed) {
+      this.rounds.held(passed.handed, held.round, passed.to, false);
+      // The new holder's queue entries are cleared by its own release; the old holder's, now.
+      if (held.waiterId !== '') entries.leave(lock.resources, held.waiter, '');
+      return { releasedOn: 0, heldUntilRelease: true, nodes: [], handedOver: true };
+    }
+    handOver.released(lock, line);
+    const result = await super.release(lock, held);
+    // A slot is free on the masters now: a caller of ours asleep for it need not wait to be woken.
+    handOver.wakeNext(line);
+    return result;
   }
 
   protected get scriptLimit(): number {
