@@ -75,8 +75,11 @@ const report: WorkerReport = {
   finishedAt: Number.NaN,
   ...(job.readShare === undefined ? {} : { holdModes: [], waitModes: [] }),
 };
-/** When each worker that is waiting right now asked. */
-const waiting = new Set<bigint>();
+/**
+ * When each worker that is waiting right now asked, and as what: a wait cut off at the end keeps
+ * its mode, so a writer starved behind readers counts in the write waits.
+ */
+const waiting = new Map<bigint, 'read' | 'write' | undefined>();
 const ns = (t: bigint) => Number(t - startAt);
 
 async function worker(): Promise<void> {
@@ -84,7 +87,7 @@ async function worker(): Promise<void> {
     const asked = process.hrtime.bigint();
     let handle: unknown;
     const mode = job.readShare === undefined ? undefined : Math.random() < job.readShare ? 'read' : 'write';
-    waiting.add(asked);
+    waiting.set(asked, mode);
     try {
       handle = await take(mode);
     } catch {
@@ -126,7 +129,10 @@ function take(mode: 'read' | 'write' | undefined): Promise<unknown> {
 const cutoff = Number(endAt - process.hrtime.bigint()) / 1e6 + job.graceMs;
 const finished = await Promise.race([Promise.all(Array.from({ length: job.workers }, worker)).then(() => true), sleep(cutoff, false)]);
 const now = process.hrtime.bigint();
-for (const asked of waiting) report.waits.push(Number(now - asked) / 1e6);
+for (const [asked, mode] of waiting) {
+  report.waits.push(Number(now - asked) / 1e6);
+  if (mode) report.waitModes!.push(mode === 'read' ? 'r' : 'w');
+}
 report.censored = waiting.size;
 report.finishedAt = ns(now);
 store?.disconnect();

@@ -16,10 +16,14 @@ export const throughput: Scenario<Params> = {
   method: (p) =>
     `${p.callers} callers in one process, each looping acquire+release on its own key for ` +
     `${p.durationMs / 1000} s after ${p.warmupMs / 1000} s of warm-up, ttl ${p.ttlMs} ms. Measured twice ` +
-    'per run, with fresh clients: with ioredis auto-pipelining (the target) and without.',
+    'per run, with fresh clients: with ioredis auto-pipelining (the target) and without. CPU per cycle: ' +
+    "the measuring process's own user+system time (`process.cpuUsage()`, every thread: the library, its " +
+    "ioredis clients, V8's helpers) over the measured window alone, ÷ the cycles completed in it.",
   metrics: [
     { key: 'pipelined', label: 'cycles/s, auto-pipelining', better: 'higher', digits: 0 },
     { key: 'plain', label: 'cycles/s, plain clients', better: 'higher', digits: 0 },
+    { key: 'cpuPipelined', label: 'CPU per cycle (µs), auto-pipelining', better: 'lower', digits: 1 },
+    { key: 'cpuPlain', label: 'CPU per cycle (µs), plain clients', better: 'lower', digits: 1 },
     { key: 'errors', label: 'failed acquires', better: 'lower', digits: 0, informational: true },
   ],
   params: {
@@ -30,11 +34,24 @@ export const throughput: Scenario<Params> = {
   async run({ library, urls, params }) {
     const plain = await measure(library, urls, params, false);
     const pipelined = await measure(library, urls, params, true);
-    return { pipelined: pipelined.rate, plain: plain.rate, errors: plain.errors + pipelined.errors };
+    return {
+      pipelined: pipelined.rate,
+      plain: plain.rate,
+      cpuPipelined: pipelined.cpuPerCycle,
+      cpuPlain: plain.cpuPerCycle,
+      errors: plain.errors + pipelined.errors,
+    };
   },
 };
 
-async function measure(library: LibraryId, urls: readonly string[], params: Params, autoPipelining: boolean) {
+interface Measured {
+  rate: number;
+  /** µs of this process's user+system CPU per cycle completed in the window. */
+  cpuPerCycle: number;
+  errors: number;
+}
+
+async function measure(library: LibraryId, urls: readonly string[], params: Params, autoPipelining: boolean): Promise<Measured> {
   const adapter = createAdapter(library);
   await adapter.setup(urls, { autoPipelining });
   const prefix = `bench:throughput:${process.pid}:${autoPipelining}`;
@@ -57,11 +74,15 @@ async function measure(library: LibraryId, urls: readonly string[], params: Para
     await sleep(params.warmupMs);
     const before = cycles;
     const start = performance.now();
+    // Over the same window as the rate: not the warm-up, not the callers' wind-down or close().
+    const cpuAtStart = process.cpuUsage();
     await sleep(params.durationMs);
-    const rate = ((cycles - before) * 1000) / (performance.now() - start);
+    const cpu = process.cpuUsage(cpuAtStart);
+    const done = cycles - before;
+    const rate = (done * 1000) / (performance.now() - start);
     running = false;
     await Promise.all(callers);
-    return { rate, errors };
+    return { rate, cpuPerCycle: (cpu.user + cpu.system) / done, errors };
   } finally {
     await adapter.close();
   }
