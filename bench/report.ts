@@ -1,6 +1,7 @@
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { createAdapter, LIBRARIES, LIMIT, OURS, type LibraryId } from './adapters/index.js';
 import type { Scenario } from './scenarios/scenario.js';
+import { type BarChart, scenarioBarChart, SCENARIO_HEADLINES } from './support/charts.js';
 import { describeClientOptions } from './support/clients.js';
 import { describeMachine, installedVersion, type EngineSource } from './support/machine.js';
 import type { Results } from './support/results.js';
@@ -29,16 +30,20 @@ export interface ReportInput {
   load: [number, number];
   /** engineSource() at the start and the end of the run. */
   engine: [EngineSource, EngineSource];
+  /** When the run ended, "2026-11-26 02:12" (UTC); default now. */
+  when?: string;
+  /** Per scenario id, the Markdown image of its chart, shown under its table. */
+  images?: ReadonlyMap<string, string>;
 }
 
-export function renderReport({ results, scenarios, mode, reps, minutes, load, engine }: ReportInput): string {
+export function renderReport({ results, scenarios, mode, reps, minutes, load, engine, when = utcMinute(), images }: ReportInput): string {
   const machine = describeMachine();
   const adapters = LIBRARIES.map((id) => ({ id, adapter: createAdapter(id) }));
   const targets = evaluateTargets(results);
   return [
     '# Benchmark: nestjs-redlock and its peers',
     '',
-    `Written by \`npm run bench\` (bench/run.ts) on ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC: ` +
+    `Written by \`npm run bench\` (bench/run.ts) on ${when} UTC: ` +
       `${mode} run, ${reps} repetition(s), each figure the median of the repetitions; the run took ${minutes.toFixed(1)} min. ` +
       'All libraries ran against the same 5 local redis-server masters, started once for the run, ' +
       'in an order rotated each repetition; every measurement is a fresh Node process.',
@@ -68,7 +73,7 @@ export function renderReport({ results, scenarios, mode, reps, minutes, load, en
     '|---|---|---|',
     ...adapters.map(({ adapter }) => `| ${adapter.name} | ${installedVersion(adapter.packageName)} | ${adapter.settings} |`),
     '',
-    ...scenarios.flatMap((scenario) => scenarioSection(results, scenario, mode)),
+    ...scenarios.flatMap((scenario) => scenarioSection(results, scenario, mode, images?.get(scenario.id))),
     '## Targets',
     '',
     ...targets.map((t) => `- **${status(t.met)}** ${t.scenario}: ${t.figure} = ${fmt(t.ours, t.digits)}, target ${t.target}: ${t.margin}.`),
@@ -109,7 +114,41 @@ function summaryTable(rows: TargetRow[]): string {
   ].join('\n');
 }
 
-function scenarioSection(results: Results, scenario: Scenario, mode: 'full' | 'smoke'): string[] {
+/** "2026-11-26 02:12": now, to the minute, UTC. */
+export function utcMinute(): string {
+  return new Date().toISOString().slice(0, 16).replace('T', ' ');
+}
+
+/**
+ * Each scenario's bar chart of its headline figure per library (bench/support/charts.ts), the
+ * limit as a reference line, whiskers over the repetitions: [scenario id, chart].
+ */
+export function scenarioCharts(results: Results, scenarios: readonly Scenario[], mode: 'full' | 'smoke', reps: number, when: string): [string, BarChart][] {
+  return scenarios.flatMap((scenario): [string, BarChart][] => {
+    const headline = SCENARIO_HEADLINES[scenario.id];
+    if (!headline) return [];
+    const durationMs = (scenario.params[mode] as { durationMs?: number }).durationMs;
+    const chart = scenarioBarChart({
+      scenarioId: scenario.id,
+      sectionTitle: scenario.title,
+      source: `npm run bench, ${when} UTC, ${mode} run`,
+      reps,
+      rows: [...LIBRARIES, LIMIT]
+        .filter((id) => results.repetitions(scenario.id, id) > 0)
+        .map((id) => ({
+          library: createAdapter(id).name,
+          ours: id === OURS,
+          limit: id === LIMIT,
+          median: results.median(scenario.id, id, headline.key),
+          values: results.values(scenario.id, id, headline.key),
+        })),
+      ...(durationMs ? { windowS: durationMs / 1000 } : {}),
+    });
+    return chart ? [[scenario.id, chart]] : [];
+  });
+}
+
+function scenarioSection(results: Results, scenario: Scenario, mode: 'full' | 'smoke', image?: string): string[] {
   const libraries = [...LIBRARIES, LIMIT].filter((id) => results.repetitions(scenario.id, id) > 0);
   const limit = scenario.limitMetric && results.repetitions(scenario.id, LIMIT) > 0 ? scenario.limitMetric : undefined;
   const header = ['library', ...(limit ? ['share of the limit'] : []), ...scenario.metrics.map((metric) => metric.label)];
@@ -134,6 +173,7 @@ function scenarioSection(results: Results, scenario: Scenario, mode: 'full' | 's
     `|${header.map(() => '---').join('|')}|`,
     ...rows.map((cells) => `| ${cells.join(' | ')} |`),
     '',
+    ...(image ? [image, ''] : []),
   ];
 }
 
