@@ -44,15 +44,18 @@ function chart(name: string, title: string, subtitle: string[], x: string, y: st
   };
 }
 
-/** File-name form of a round trip: 0.5 -> "0.5ms". */
-function rttTag(rtt: number): string {
-  return `${rtt}ms`;
-}
+/** The charts' file names (without .svg), for the run's and bench/charts.ts's image links. */
+export const CHART_NAMES = {
+  masters: (rtt: number) => `scaling-masters-rtt-${rtt}ms`,
+  latencyRtt: 'scaling-masters-by-rtt',
+  hotKey: (rtt: number) => `scaling-hot-key-rtt-${rtt}ms`,
+  hotKeyCost: 'scaling-hot-key-cost-by-rtt',
+} as const;
 
 /** Cycle p50 against the number of masters at one round trip, one line per library. */
 export function mastersChart(rtt: number, source: ScalingSource, curves: readonly Curve[]): LineChart {
   return chart(
-    `scaling-masters-rtt-${rttTag(rtt)}`,
+    CHART_NAMES.masters(rtt),
     `Acquire + release against the number of masters, round trip ${rtt} ms`,
     [`One caller, a new key per cycle (scenario 1); cycle p50 in ms, lower is better`, from(source)],
     'masters',
@@ -64,7 +67,7 @@ export function mastersChart(rtt: number, source: ScalingSource, curves: readonl
 /** Cycle p50 against the round trip, one panel per number of masters, one line per library. */
 export function latencyRttChart(source: ScalingSource, curves: readonly Curve[]): LineChart {
   return chart(
-    'scaling-masters-by-rtt',
+    CHART_NAMES.latencyRtt,
     'Acquire + release against the round-trip time',
     ['One caller, a new key per cycle (scenario 1); cycle p50 in ms (log scale), lower is better; one panel per number of masters', from(source)],
     'round trip (ms)',
@@ -77,7 +80,7 @@ export function latencyRttChart(source: ScalingSource, curves: readonly Curve[])
 /** Hot key holds/s against the number of processes at one round trip: ours, the peer and the limit. */
 export function hotKeyChart(rtt: number, source: ScalingSource, curves: readonly Curve[]): LineChart {
   return chart(
-    `scaling-hot-key-rtt-${rttTag(rtt)}`,
+    CHART_NAMES.hotKey(rtt),
     `Hot key (scenario 3a's workload) against the number of processes, round trip ${rtt} ms`,
     ['5 workers a process on one key, 5 masters; holds/s, higher is better; dashed: the limit (a perfect in-process mutex)', from(source)],
     'processes',
@@ -90,7 +93,7 @@ export function hotKeyChart(rtt: number, source: ScalingSource, curves: readonly
 export function hotKeyCostChart(source: ScalingSource, curves: readonly Curve[]): LineChart {
   const positive = curves.every((curve) => curve.points.every((point) => !Number.isFinite(point.y) || point.y > 0));
   return chart(
-    'scaling-hot-key-cost-by-rtt',
+    CHART_NAMES.hotKeyCost,
     'Hot key: what a hand-over costs per turn against the round-trip time',
     [`Cost per turn = 1 ÷ holds/s − 1 ÷ the limit's, in ms${positive ? ' (log scale)' : ''}, lower is better; one panel per number of processes`, from(source)],
     'round trip (ms)',
@@ -98,4 +101,16 @@ export function hotKeyCostChart(source: ScalingSource, curves: readonly Curve[])
     curves,
     { logY: positive, panels: 'processes' },
   );
+}
+
+/** The panel of a number of masters, or of processes (the same words from the run and from RESULTS.md). */
+export const mastersPanel = (masters: number): string => `${masters} master${masters > 1 ? 's' : ''}`;
+export const processesPanel = (processes: number): string => `${processes} process${processes > 1 ? 'es' : ''}`;
+/** The hot key's reference line. */
+export const LIMIT_CURVE = 'the limit (perfect in-process mutex)';
+
+/** The range over the repetitions, when there were several. */
+export function spread(values: readonly number[]): { min?: number; max?: number } {
+  const finite = values.filter(Number.isFinite);
+  return finite.length > 1 ? { min: Math.min(...finite), max: Math.max(...finite) } : {};
 }
