@@ -92,7 +92,12 @@ function barSpec(chart: BarChart): TopLevelSpec {
   }));
   const y = { field: 'library', type: 'nominal', sort: null, title: null, axis: { labelLimit: 400 } } as const;
   const longest = Math.max(...values.map((bar) => bar.labelAt), chart.reference?.value ?? 0);
-  const x = { type: 'quantitative', title: chart.axis, scale: { domain: [0, longest * 1.22], nice: false } } as const;
+  const x = {
+    type: 'quantitative',
+    title: chart.axis,
+    scale: { domain: [0, longest * 1.22], nice: false },
+    axis: { tickCount: 6, labelOverlap: true, labelFlush: true },
+  } as const;
   const layers: any[] = [
     {
       mark: { type: 'bar', height: { band: 0.7 } },
@@ -149,18 +154,27 @@ function lineSpec(chart: LineChart): TopLevelSpec {
     scale: { domain: ordered, range: colors },
     legend: { orient: 'bottom', direction: 'vertical', columns: ordered.length > 3 ? 2 : 1 },
   } as const;
-  const x = { field: 'x', type: 'quantitative', title: chart.x, axis: { values: xs, grid: false } } as const;
+  const x = {
+    field: 'x',
+    type: 'quantitative',
+    title: chart.x,
+    scale: { domain: [xs[0] ?? 0, xs.at(-1) ?? 1], nice: false },
+    axis: { values: xs, grid: false, format: '~g' },
+  } as const;
   const y = { type: 'quantitative', title: chart.y, scale: chart.logY ? { type: 'log' } : { zero: true } } as const;
-  const layer: any[] = [
-    {
-      mark: { type: 'line', point: { size: 40 }, strokeWidth: 2 },
-      encoding: {
-        x,
-        y: { ...y, field: 'y' },
-        color,
-        strokeDash: { field: 'kind', type: 'nominal', scale: { domain: ['measured', 'reference'], range: [[1, 0], [5, 3]] }, legend: null },
-      },
+  const line = {
+    mark: { type: 'line', point: { size: 40 }, strokeWidth: 2 },
+    encoding: {
+      x,
+      y: { ...y, field: 'y' },
+      color,
+      strokeDash: { field: 'kind', type: 'nominal', scale: { domain: ['measured', 'reference'], range: [[1, 0], [5, 3]] }, legend: null },
     },
+  };
+  const layer: any[] = [
+    line,
+    // Ours once more on top, where a peer's line runs over it.
+    ...(chart.ours ? [{ ...line, transform: [{ filter: { field: 'series', equal: chart.ours } }] }] : []),
     {
       transform: [{ filter: 'isValid(datum.min) && isValid(datum.max)' }],
       mark: { type: 'errorbar', ticks: { size: 6 } },
@@ -206,7 +220,7 @@ function sansSerifWidth(item: { fontSize?: number; fontWeight?: string | number;
   }
   const bold = item.fontWeight === 'bold' || Number(item.fontWeight) >= 600;
   // 10% to spare: DejaVu Sans, where Helvetica and Arial are missing, runs wider.
-  return em * size * (bold ? 1.08 : 1) * 1.1;
+  return em * size * (bold ? 1.18 : 1) * 1.1;
 }
 
 const { textMetrics } = vega as unknown as { textMetrics: { width: (item: object, text: unknown) => number } };
