@@ -1,4 +1,6 @@
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { dirname, relative } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { createAdapter, LIBRARIES, LIMIT, OURS, type LibraryId } from './adapters/index.js';
 import type { Scenario } from './scenarios/scenario.js';
 import { type BarChart, scenarioBarChart, SCENARIO_HEADLINES } from './support/charts.js';
@@ -34,9 +36,11 @@ export interface ReportInput {
   when?: string;
   /** Per scenario id, the Markdown image of its chart, shown under its table. */
   images?: ReadonlyMap<string, string>;
+  /** Where the report is written, when not bench/RESULTS.md: the kept sections' chart links then point back to bench/charts. */
+  reportPath?: string;
 }
 
-export function renderReport({ results, scenarios, mode, reps, minutes, load, engine, when = utcMinute(), images }: ReportInput): string {
+export function renderReport({ results, scenarios, mode, reps, minutes, load, engine, when = utcMinute(), images, reportPath }: ReportInput): string {
   const machine = describeMachine();
   const adapters = LIBRARIES.map((id) => ({ id, adapter: createAdapter(id) }));
   const targets = evaluateTargets(results);
@@ -80,7 +84,7 @@ export function renderReport({ results, scenarios, mode, reps, minutes, load, en
     '',
     ...previousTelemetry(),
     ...previousSection(REPLICA_ACKS_MARKERS),
-    ...previousSection(SCALING_MARKERS),
+    ...previousSection(SCALING_MARKERS).map((text) => relinked(text, reportPath)),
     '## Notes on the run',
     '',
     previousNotes(),
@@ -198,6 +202,14 @@ function previousSection([start, end]: readonly [string, string]): string[] {
   const from = old.indexOf(start);
   const to = old.indexOf(end);
   return from >= 0 && to > from ? [old.slice(from, to + end.length), ''] : [];
+}
+
+/** A kept section's chart links (relative to bench/RESULTS.md) made relative to the report written elsewhere. */
+function relinked(text: string, reportPath: string | undefined): string {
+  const results = fileURLToPath(RESULTS);
+  if (!reportPath || reportPath === results) return text;
+  const charts = relative(dirname(reportPath), `${dirname(results)}/charts`).split('\\').join('/');
+  return text.replace(/^(!\[[^\]]*\]\()charts\//gm, `$1${charts}/`);
 }
 
 function previousNotes(): string {

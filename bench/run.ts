@@ -85,7 +85,7 @@ try {
 } catch (error) {
   console.error(`charts: FAILED ${(error as Error).message}`);
 }
-const report = renderReport({ results, scenarios, mode, reps, minutes, load: [loadAtStart, loadavg()[0]!], engine, when, images });
+const report = renderReport({ results, scenarios, mode, reps, minutes, load: [loadAtStart, loadavg()[0]!], engine, when, images, reportPath: out });
 writeFileSync(out, report);
 if (official) updateSummaryTable(report);
 console.log(`\nwrote ${out}${official ? ' and the docs/benchmark.md table' : ''}${images.size ? `, ${images.size} chart(s) in ${chartsDir}` : ''}`);
