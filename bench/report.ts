@@ -1,6 +1,9 @@
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { dirname, relative } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { createAdapter, LIBRARIES, LIMIT, OURS, type LibraryId } from './adapters/index.js';
 import type { Scenario } from './scenarios/scenario.js';
+import { type BarChart, scenarioBarChart, SCENARIO_HEADLINES } from './support/charts.js';
 import { describeClientOptions } from './support/clients.js';
 import { describeMachine, installedVersion, type EngineSource } from './support/machine.js';
 import type { Results } from './support/results.js';
@@ -29,16 +32,22 @@ export interface ReportInput {
   load: [number, number];
   /** engineSource() at the start and the end of the run. */
   engine: [EngineSource, EngineSource];
+  /** When the run ended, "2026-11-26 02:12" (UTC); default now. */
+  when?: string;
+  /** Per scenario id, the Markdown image of its chart, shown under its table. */
+  images?: ReadonlyMap<string, string>;
+  /** Where the report is written, when not bench/RESULTS.md: the kept sections' chart links then point back to bench/charts. */
+  reportPath?: string;
 }
 
-export function renderReport({ results, scenarios, mode, reps, minutes, load, engine }: ReportInput): string {
+export function renderReport({ results, scenarios, mode, reps, minutes, load, engine, when = utcMinute(), images, reportPath }: ReportInput): string {
   const machine = describeMachine();
   const adapters = LIBRARIES.map((id) => ({ id, adapter: createAdapter(id) }));
   const targets = evaluateTargets(results);
   return [
     '# Benchmark: nestjs-redlock and its peers',
     '',
-    `Written by \`npm run bench\` (bench/run.ts) on ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC: ` +
+    `Written by \`npm run bench\` (bench/run.ts) on ${when} UTC: ` +
       `${mode} run, ${reps} repetition(s), each figure the median of the repetitions; the run took ${minutes.toFixed(1)} min. ` +
       'All libraries ran against the same 5 local redis-server masters, started once for the run, ' +
       'in an order rotated each repetition; every measurement is a fresh Node process.',
@@ -68,14 +77,14 @@ export function renderReport({ results, scenarios, mode, reps, minutes, load, en
     '|---|---|---|',
     ...adapters.map(({ adapter }) => `| ${adapter.name} | ${installedVersion(adapter.packageName)} | ${adapter.settings} |`),
     '',
-    ...scenarios.flatMap((scenario) => scenarioSection(results, scenario, mode)),
+    ...scenarios.flatMap((scenario) => scenarioSection(results, scenario, mode, images?.get(scenario.id))),
     '## Targets',
     '',
     ...targets.map((t) => `- **${status(t.met)}** ${t.scenario}: ${t.figure} = ${fmt(t.ours, t.digits)}, target ${t.target}: ${t.margin}.`),
     '',
     ...previousTelemetry(),
     ...previousSection(REPLICA_ACKS_MARKERS),
-    ...previousSection(SCALING_MARKERS),
+    ...previousSection(SCALING_MARKERS).map((text) => relinked(text, reportPath)),
     '## Notes on the run',
     '',
     previousNotes(),
@@ -109,7 +118,41 @@ function summaryTable(rows: TargetRow[]): string {
   ].join('\n');
 }
 
-function scenarioSection(results: Results, scenario: Scenario, mode: 'full' | 'smoke'): string[] {
+/** "2026-11-26 02:12": now, to the minute, UTC. */
+export function utcMinute(): string {
+  return new Date().toISOString().slice(0, 16).replace('T', ' ');
+}
+
+/**
+ * Each scenario's bar chart of its headline figure per library (bench/support/charts.ts), the
+ * limit as a reference line, whiskers over the repetitions: [scenario id, chart].
+ */
+export function scenarioCharts(results: Results, scenarios: readonly Scenario[], mode: 'full' | 'smoke', reps: number, when: string): [string, BarChart][] {
+  return scenarios.flatMap((scenario): [string, BarChart][] => {
+    const headline = SCENARIO_HEADLINES[scenario.id];
+    if (!headline) return [];
+    const durationMs = (scenario.params[mode] as { durationMs?: number }).durationMs;
+    const chart = scenarioBarChart({
+      scenarioId: scenario.id,
+      sectionTitle: scenario.title,
+      source: `npm run bench, ${when} UTC, ${mode} run`,
+      reps,
+      rows: [...LIBRARIES, LIMIT]
+        .filter((id) => results.repetitions(scenario.id, id) > 0)
+        .map((id) => ({
+          library: createAdapter(id).name,
+          ours: id === OURS,
+          limit: id === LIMIT,
+          median: results.median(scenario.id, id, headline.key),
+          values: results.values(scenario.id, id, headline.key),
+        })),
+      ...(durationMs ? { windowS: durationMs / 1000 } : {}),
+    });
+    return chart ? [[scenario.id, chart]] : [];
+  });
+}
+
+function scenarioSection(results: Results, scenario: Scenario, mode: 'full' | 'smoke', image?: string): string[] {
   const libraries = [...LIBRARIES, LIMIT].filter((id) => results.repetitions(scenario.id, id) > 0);
   const limit = scenario.limitMetric && results.repetitions(scenario.id, LIMIT) > 0 ? scenario.limitMetric : undefined;
   const header = ['library', ...(limit ? ['share of the limit'] : []), ...scenario.metrics.map((metric) => metric.label)];
@@ -134,6 +177,7 @@ function scenarioSection(results: Results, scenario: Scenario, mode: 'full' | 's
     `|${header.map(() => '---').join('|')}|`,
     ...rows.map((cells) => `| ${cells.join(' | ')} |`),
     '',
+    ...(image ? [image, ''] : []),
   ];
 }
 
@@ -158,6 +202,14 @@ function previousSection([start, end]: readonly [string, string]): string[] {
   const from = old.indexOf(start);
   const to = old.indexOf(end);
   return from >= 0 && to > from ? [old.slice(from, to + end.length), ''] : [];
+}
+
+/** A kept section's chart links (relative to bench/RESULTS.md) made relative to the report written elsewhere. */
+function relinked(text: string, reportPath: string | undefined): string {
+  const results = fileURLToPath(RESULTS);
+  if (!reportPath || reportPath === results) return text;
+  const charts = relative(dirname(reportPath), `${dirname(results)}/charts`).split('\\').join('/');
+  return text.replace(/^(!\[[^\]]*\]\()charts\//gm, `$1${charts}/`);
 }
 
 function previousNotes(): string {

@@ -7,9 +7,10 @@ import { parseArgs } from 'node:util';
 import { RedisFleet } from '../test/support/redis-fleet.js';
 import { connectMasters, disconnectAll } from '../test/support/masters.js';
 import { LIBRARIES, type LibraryId } from './adapters/index.js';
-import { renderReport, updateSummaryTable } from './report.js';
+import { renderReport, scenarioCharts, updateSummaryTable, utcMinute } from './report.js';
 import { SCENARIOS, scenarioById } from './scenarios/index.js';
 import type { Figures, Scenario } from './scenarios/scenario.js';
+import { chartsDirFor, imageLink, writeCharts } from './support/charts.js';
 import { engineSource, type EngineSource } from './support/machine.js';
 import { FLEET_SETTLE_MS, measureInChild } from './support/measure.js';
 import { Results } from './support/results.js';
@@ -73,10 +74,21 @@ try {
 const minutes = (Date.now() - started) / 60_000;
 const engine: [EngineSource, EngineSource] = [engineAtStart, engineSource()];
 if (engine[0].digest !== engine[1].digest) console.warn(`lib/ changed during the run: ${engine[0].label} -> ${engine[1].label}`);
-const report = renderReport({ results, scenarios, mode, reps, minutes, load: [loadAtStart, loadavg()[0]!], engine });
+const when = utcMinute();
+// The charts beside the report (bench/charts/ for the official run): a chart that fails to render costs its image, not the report.
+const chartsDir = chartsDirFor(out, official);
+const images = new Map<string, string>();
+try {
+  const charts = scenarioCharts(results, scenarios, mode, reps, when);
+  await writeCharts(chartsDir, charts.map(([, chart]) => chart));
+  for (const [id, chart] of charts) images.set(id, imageLink(chart, chartsDir, out));
+} catch (error) {
+  console.error(`charts: FAILED ${(error as Error).message}`);
+}
+const report = renderReport({ results, scenarios, mode, reps, minutes, load: [loadAtStart, loadavg()[0]!], engine, when, images, reportPath: out });
 writeFileSync(out, report);
 if (official) updateSummaryTable(report);
-console.log(`\nwrote ${out}${official ? ' and the docs/benchmark.md table' : ''}`);
+console.log(`\nwrote ${out}${official ? ' and the docs/benchmark.md table' : ''}${images.size ? `, ${images.size} chart(s) in ${chartsDir}` : ''}`);
 
 function measure(scenario: Scenario, library: LibraryId, urls: string[], storeUrl: string): Promise<Figures> {
   return measureInChild({ scenario: scenario.id, library, urls, storeUrl, params: scenario.params[mode] });

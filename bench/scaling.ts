@@ -9,13 +9,27 @@ import { Redis } from 'ioredis';
 import { RedisFleet } from '../test/support/redis-fleet.js';
 import { connectMasters, disconnectAll } from '../test/support/masters.js';
 import { createAdapter, LIBRARIES, LIMIT, OURS, type LibraryId } from './adapters/index.js';
-import { fmt, SCALING_MARKERS, withSection } from './report.js';
+import { fmt, SCALING_MARKERS, utcMinute, withSection } from './report.js';
 import type { LatencyJob, LatencyPoint } from './scaling-latency.js';
 import { runStoreHotKey } from './scenarios/hot-key-store.js';
 import type { Figures } from './scenarios/scenario.js';
+import { type Chart, chartsDirFor, imageLink, writeCharts } from './support/charts.js';
 import { DelayProxy, type ProxyStats } from './support/delay-proxy.js';
 import { describeMachine, engineSource } from './support/machine.js';
 import { FLEET_SETTLE_MS, runInChild } from './support/measure.js';
+import {
+  CHART_NAMES,
+  type Curve,
+  hotKeyChart,
+  hotKeyCostChart,
+  latencyRttChart,
+  LIMIT_CURVE,
+  mastersChart,
+  mastersPanel,
+  processesPanel,
+  type ScalingSource,
+  spread,
+} from './support/scaling-charts.js';
 import { ascending, linearFit, median, percentile } from './support/stats.js';
 
 /**
@@ -205,10 +219,21 @@ try {
   await fleet.stopAll();
 }
 
+const when = utcMinute();
+// The sweeps as line charts beside the report (bench/charts/ for the official run); one that fails costs its image only.
+const chartsDir = chartsDirFor(out, official);
+const images = new Map<string, string>();
+try {
+  const charts = sweepCharts();
+  await writeCharts(chartsDir, charts);
+  for (const chart of charts) images.set(chart.name, imageLink(chart, chartsDir, out));
+} catch (error) {
+  console.error(`charts: FAILED ${(error as Error).message}`);
+}
 const section = render();
 if (official) writeFileSync(out, withSection(existsSync(out) ? readFileSync(out, 'utf8') : '', section, SCALING_MARKERS));
 else writeFileSync(out, `${section}\n`);
-console.log(`\n${section}\n\nwrote ${out}`);
+console.log(`\n${section}\n\nwrote ${out}${images.size ? `, ${images.size} chart(s) in ${chartsDir}` : ''}`);
 
 function latencyChild(library: LibraryId, targets: LatencyJob['targets'], blocks: number, cyclesPerBlock: number): Promise<LatencyPoint[]> {
   const job: LatencyJob = { library, directUrls: direct.slice(0, MAX_MASTERS), targets, warmup: PARAMS.latency.warmup, blocks, cyclesPerBlock, ttlMs: PARAMS.latency.ttlMs };
@@ -263,6 +288,82 @@ function rotate<T>(list: readonly T[], by: number): T[] {
 }
 
 // ---------------------------------------------------------------------------------------------
+// The charts (bench/support/scaling-charts.ts): medians, whiskers over the repetitions
+
+function sweepCharts(): Chart[] {
+  const source: ScalingSource = { when, mode, reps };
+  const charts: Chart[] = [];
+  const measured = (r: number) => LIBRARIES.filter((library) => latency.get(library)?.[r]?.length);
+  for (const [r, rtt] of PARAMS.rtts.entries()) {
+    if (!latency.get(OURS)?.[r]?.length) continue;
+    charts.push(
+      mastersChart(rtt, source, measured(r).map((library) => ({
+        name: name(library),
+        ours: library === OURS,
+        points: PARAMS.masters.map((masters, i) => ({
+          x: masters,
+          y: latencyCurve(library, r, 'cycleP50')[i]!,
+          ...spread((latency.get(library)?.[r] ?? []).map((points) => points[i]?.cycleP50 ?? Number.NaN)),
+        })),
+      }))),
+    );
+  }
+  if (PARAMS.rtts.filter((_, r) => latency.get(OURS)?.[r]?.length).length > 1) {
+    const libraries = LIBRARIES.filter((library) => latency.has(library));
+    charts.push(
+      latencyRttChart(source, libraries.map((library) => ({
+        name: name(library),
+        ours: library === OURS,
+        points: PARAMS.rtts.flatMap((rtt, r) =>
+          latency.get(library)?.[r]?.length
+            ? PARAMS.masters.map((masters, i) => ({ panel: mastersPanel(masters), x: rtt, y: latencyCurve(library, r, 'cycleP50')[i]! }))
+            : [],
+        ),
+      }))),
+    );
+  }
+  const hotKeyCurve = (library: LibraryId, points: Curve['points']): Curve => ({
+    name: library === LIMIT ? LIMIT_CURVE : name(library),
+    ours: library === OURS,
+    reference: library === LIMIT,
+    points,
+  });
+  for (const [r, rtt] of PARAMS.rtts.entries()) {
+    if (!hotKey.get(OURS)?.[r]?.length) continue;
+    charts.push(
+      hotKeyChart(rtt, source, HOT_KEY_LIBRARIES.filter((library) => hotKey.get(library)?.[r]?.length).map((library) =>
+        hotKeyCurve(library, PARAMS.processes.map((processes, p) => ({
+          x: processes,
+          y: hotKeyFigure(library, r, p, 'throughput'),
+          ...spread((hotKey.get(library)?.[r]?.[p] ?? []).map((figures) => figures['throughput'] ?? Number.NaN)),
+        }))),
+      )),
+    );
+  }
+  if (PARAMS.rtts.filter((_, r) => hotKey.get(OURS)?.[r]?.length).length > 1) {
+    charts.push(
+      hotKeyCostChart(source, [OURS, HOT_KEY_PEER].filter((library) => hotKey.has(library)).map((library) =>
+        hotKeyCurve(library, PARAMS.processes.flatMap((processes, p) =>
+          PARAMS.rtts.map((rtt, r) => ({ panel: processesPanel(processes), x: rtt, y: turnCost(library, r, p) })),
+        )),
+      )),
+    );
+  }
+  return charts;
+}
+
+/** The Markdown image of the chart named so, and a blank line; nothing if it was not drawn. */
+function image(chartName: string): string[] {
+  const link = images.get(chartName);
+  return link ? [link, ''] : [];
+}
+
+/** 1 ÷ holds/s − 1 ÷ the limit's, in ms: what a cross-process hand-over adds to every critical section. */
+function turnCost(library: LibraryId, r: number, p: number): number {
+  return 1000 / hotKeyFigure(library, r, p, 'throughput') - 1000 / hotKeyFigure(LIMIT, r, p, 'throughput');
+}
+
+// ---------------------------------------------------------------------------------------------
 // The section
 
 /** Median over the repetitions of one latency figure, per number of masters. */
@@ -304,7 +405,6 @@ function signed(ms: number, after = ''): string {
 function render(): string {
   const machine = describeMachine();
   const end = engineSource();
-  const when = new Date().toISOString().slice(0, 16).replace('T', ' ');
   const h = PARAMS.hotKey;
   return [
     SCALING_MARKERS[0],
@@ -418,10 +518,12 @@ function latencySection(): string[] {
         (library) => `| ${library === OURS ? `**${name(library)}**` : name(library)} | ${latencyCurve(library, r, 'cycleP50').map((x) => fmt(x, 3)).join(' | ')} |`,
       ),
       '',
+      ...image(CHART_NAMES.masters(rtt)),
       ...[OURS, ...(peer ? [peer] : [])].map((library) => `- ${name(library)}: ${growth(library, r, rtt)}`),
       '',
     );
   }
+  lines.push(...image(CHART_NAMES.latencyRtt));
   return lines;
 }
 
@@ -453,8 +555,7 @@ function hotKeySection(h: (typeof PARAMS)['hotKey']): string[] {
       `${name(HOT_KEY_PEER)} is the best peer of scenarios 3 and 3a.`,
     '',
   ];
-  const cost = (library: LibraryId, r: number, p: number) =>
-    1000 / hotKeyFigure(library, r, p, 'throughput') - 1000 / hotKeyFigure(LIMIT, r, p, 'throughput');
+  const cost = turnCost;
   for (const [r, rtt] of PARAMS.rtts.entries()) {
     if (!hotKey.get(OURS)?.[r]?.length) continue;
     lines.push(
@@ -472,6 +573,7 @@ function hotKeySection(h: (typeof PARAMS)['hotKey']): string[] {
         );
       }),
       '',
+      ...image(CHART_NAMES.hotKey(rtt)),
     );
   }
   // How a turn's cost grows with the round trip, at each number of processes: a line over the round-trip times.
@@ -485,5 +587,6 @@ function hotKeySection(h: (typeof PARAMS)['hotKey']): string[] {
     }),
   ).filter(Boolean);
   if (fits.length) lines.push('Cost per turn against the round trip (a line over the round-trip times; the slope counts the round trips a hand-over waits for):', '', ...fits, '');
+  lines.push(...image(CHART_NAMES.hotKeyCost));
   return lines;
 }
