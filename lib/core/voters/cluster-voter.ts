@@ -71,7 +71,7 @@ export class ClusterVoter extends RedisNode {
   /** The engine's scripts, as this voter sends them, on every shard master (see loadScripts). */
   #loadScripts(): Promise<void> {
     const scripts = definedScripts().map(forCluster);
-    return Promise.all(this.cluster.nodes('master').map((node) => loadScripts(scripts, (source) => node.script('LOAD', source)))).then(() => undefined);
+    return Promise.all(this.cluster.nodes('master').map((node) => loadScripts(node, scripts))).then(() => undefined);
   }
 
   /**

@@ -225,7 +225,7 @@ export class RedisNode {
       this.client.info('server'),
       this.client.info('replication'),
       this.client.info('cluster'),
-      loadScripts(definedScripts(), (source) => this.client.script('LOAD', source)),
+      loadScripts(this.client, definedScripts()),
     ]);
     const runId = /^run_id:(\S+)/m.exec(info)?.[1];
     const uptimeSeconds = Number(/^uptime_in_seconds:(\d+)/m.exec(info)?.[1] ?? Number.NaN);
@@ -284,15 +284,22 @@ export function clusterNodeKey(nodeId: string): string {
   return `cluster-node:${nodeId}`;
 }
 
+/** Per client, the connection (its count of closes) on which the engine's scripts were loaded. */
+const scriptsLoaded = new WeakMap<Redis, number>();
+
 /**
  * Loads the engine's scripts on a server as it is identified, in the same round trip: its first
  * rounds then run by SHA, without a NOSCRIPT reply and a second send. A second send would also
  * reach the server after anything the app sent it meanwhile, so a caller that reads a master
- * right after a grant could miss the key there. Best effort: a user without SCRIPT permission, or
- * a server that forgets them, costs only the NOSCRIPT fallback.
+ * right after a grant could miss the key there. Once per connection of a client, however many
+ * engines use it (node-redlock's users make one per call). Best effort: a user without SCRIPT
+ * permission, or a server that forgets them, costs only the NOSCRIPT fallback.
  */
-export function loadScripts(scripts: readonly LuaScript[], load: (source: string) => Promise<unknown>): Promise<void> {
-  return Promise.all(scripts.map((script) => load(script.source))).then(
+export function loadScripts(client: Redis, scripts: readonly LuaScript[]): Promise<void> {
+  const connection = closesOf(client).count;
+  if (scriptsLoaded.get(client) === connection) return Promise.resolve();
+  scriptsLoaded.set(client, connection);
+  return Promise.all(scripts.map((script) => client.script('LOAD', script.source))).then(
     () => undefined,
     () => undefined,
   );
