@@ -24,7 +24,7 @@ beforeEach(() => {
   vi.useFakeTimers({ toFake: ['performance'] });
   notices = [];
   shards = new ShardQuarantine('cluster:127.0.0.1:7000', () => WINDOW, (notice) => notices.push(notice));
-  shards.learn(new Map([[1, A], [2, A], [3, A]]));
+  shards.learn([{ from: 1, to: 3, shard: A }]);
 });
 
 afterEach(() => {
@@ -57,7 +57,7 @@ describe('ShardQuarantine', () => {
 
   it('holds back every vote of a server up for less than the window, and says so once', () => {
     const young = shard('c', 1_000);
-    shards.learn(new Map([[4, young]]));
+    shards.learn([{ from: 4, to: 4, shard: young }]);
     const refusal = shards.judge(young, 4);
     expect(refusal).toBeInstanceOf(NodeQuarantinedError);
     expect((refusal as NodeQuarantinedError).remainingMs).toBe(WINDOW - 1_000);
@@ -81,7 +81,7 @@ describe('ShardQuarantine', () => {
   it('holds back a server already promoted when first seen, for the window from then, whatever its uptime', () => {
     // A failover before this engine read the slot map: when the replica took over is unknown.
     const promoted = shard('d', 600_000, '3'.repeat(40), true);
-    shards.learn(new Map([[5, promoted]]));
+    shards.learn([{ from: 5, to: 5, shard: promoted }]);
     expect(notices).toEqual([expect.objectContaining({ reason: 'promoted replica', remainingMs: WINDOW })]);
     expect(shards.judge(promoted, 5)).toBeInstanceOf(NodeQuarantinedError);
     expect(shards.judge(A, 1)).toBeUndefined(); // the other shards vote meanwhile
@@ -96,7 +96,7 @@ describe('ShardQuarantine', () => {
   it('trusts young shard masters at first sight when asked to, and still holds back a takeover it sees', () => {
     const trusting = new ShardQuarantine('cluster:127.0.0.1:7000', () => WINDOW, (notice) => notices.push(notice), false);
     const young = shard('c', 1_000);
-    trusting.learn(new Map([[1, young], [2, young]]));
+    trusting.learn([{ from: 1, to: 2, shard: young }]);
     expect(trusting.judge(young, 1)).toBeUndefined();
     expect(trusting.longestMs()).toBeUndefined();
     expect(notices).toEqual([]);

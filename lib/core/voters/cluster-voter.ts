@@ -80,12 +80,8 @@ export class ClusterVoter extends RedisNode {
    */
   async #learnOwners(shards: ShardQuarantine): Promise<void> {
     const ranges = (await this.cluster.cluster('SLOTS')) as unknown as [number, number][];
-    const owners = new Map<number, ShardIdentity>();
-    await Promise.all(
-      ranges.map(async ([from, to]) => {
-        const shard = identity('identify', await this.cluster.eval(WHO_RUNS_THIS, 1, keyInSlots(from, to)));
-        for (let slot = from; slot <= to; slot++) owners.set(slot, shard);
-      }),
+    const owners = await Promise.all(
+      ranges.map(async ([from, to]) => ({ from, to, shard: identity('identify', await this.cluster.eval(WHO_RUNS_THIS, 1, keyInSlots(from, to))) })),
     );
     shards.learn(owners);
   }
