@@ -246,7 +246,7 @@ export class Redlock extends EventEmitter {
    * majority answered: a master identified late gets its request after commands the app sends it
    * meanwhile, which node-redlock callers may read right after `acquire` (the key would not be
    * there yet). So the first call waits for every master to be identified, at most
-   * IDENTIFY_WAIT_MS for a silent one. Two clients of one server are refused here, once for all.
+   * IDENTIFY_WAIT_MS (3 s) for a silent one. Two clients of one server are refused here, once for all.
    */
   #identified(): Promise<void> {
     this.#ready ??= Promise.race([this.engine.verifyMasters(), sleep(IDENTIFY_WAIT_MS, undefined, { ref: false })]).catch((error: unknown) => {
@@ -278,8 +278,12 @@ export class Redlock extends EventEmitter {
 export default Redlock;
 
 const MAX_TIMER_MS = 2 ** 31 - 1;
-/** How long the first call waits for a master that does not say who it is. */
-const IDENTIFY_WAIT_MS = 1_000;
+/**
+ * How long the first call waits for a master that does not say who it is. A Cluster voter's
+ * identification (its nodes, its slots' owners, the scripts on each master) took over a second
+ * on a 2-core machine running two test suites.
+ */
+const IDENTIFY_WAIT_MS = 3_000;
 
 function resolved(stats: ExecutionStats): Promise<ExecutionStats> {
   return Promise.resolve(stats);

@@ -2,6 +2,7 @@ import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { fileURLToPath } from 'node:url';
+import { Redis } from 'ioredis';
 import { freePort } from '../support/free-port.js';
 import { RedisCluster } from '../support/redis-cluster.js';
 import { RedisFleet } from '../support/redis-fleet.js';
@@ -84,6 +85,12 @@ export interface NodeRedlockServers {
   /** NR_*_PORT variables for the vendored files' connection setup. */
   readonly env: Record<string, string>;
   readonly description: string;
+  /**
+   * Empties every master, so that a run starts as the first one did. The files' own `before`
+   * hooks cannot do it on a Cluster (KEYS * reaches one node), and a test that failed after
+   * acquiring leaves its lock (a duration of 28,000 years) for the next run to trip over.
+   */
+  flush(): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -135,7 +142,23 @@ export async function startServers(): Promise<NodeRedlockServers> {
     const description = Object.entries(env)
       .map(([name, port]) => `${name}=${port}`)
       .join(' ');
-    return { env, description, stop };
+    const urls = [single, multi, singleCluster.fleet, clusterA.fleet, clusterB.fleet, clusterC.fleet].flatMap((fleet) => fleet.urls());
+    const flush = async (): Promise<void> => {
+      await Promise.all(
+        urls.map(async (url) => {
+          const client = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 1 });
+          try {
+            await client.connect();
+            await client.flushall();
+          } catch {
+            // A Cluster replica refuses writes (READONLY): its master's flush reaches it.
+          } finally {
+            client.disconnect();
+          }
+        }),
+      );
+    };
+    return { env, description, flush, stop };
   } catch (error) {
     await stop();
     throw error;
@@ -204,7 +227,8 @@ export const passed = (result: AvaTestResult | undefined): boolean => result?.ok
  * reason fails both times; one that passed only on retry is reported (AvaRun.passedOnRetry).
  * NR_RETRY=0 turns the second run off.
  */
-export async function runAvaWithRetry(implementation: Implementation, serverEnv: Record<string, string>): Promise<AvaRun> {
+export async function runAvaWithRetry(implementation: Implementation, serverEnv: Record<string, string>, flush: () => Promise<void>): Promise<AvaRun> {
+  await flush();
   const first = await runAva(implementation, serverEnv);
   if (process.env.NR_RETRY === '0') return first;
   const tests = vendoredTests();
@@ -218,6 +242,7 @@ export async function runAvaWithRetry(implementation: Implementation, serverEnv:
     const prefix = file.replace(/\.test\.ts$/, '');
     const titles = failed.filter((t) => t.file === prefix).map((t) => t.title);
     if (titles.length === 0) continue;
+    await flush();
     const retry = await runAva(implementation, serverEnv, { file, titles });
     stdout += `\n# retry of ${prefix}: ${titles.length} test(s)\n${retry.stdout}`;
     stderr += retry.stderr;

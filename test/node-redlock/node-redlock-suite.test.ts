@@ -59,7 +59,7 @@ describe.each(IMPLEMENTATIONS)('node-redlock v5.0.0-beta.2 own ava tests on %s',
 
   beforeAll(async () => {
     if (!servers) throw new Error('the servers did not start');
-    run = await runAvaWithRetry(implementation, servers.env);
+    run = await runAvaWithRetry(implementation, servers.env, servers.flush);
   }, 360_000);
 
   // The tally to quote ("24/24 on node-redlock, N/24 on ours"): ava's own verdicts, whatever
