@@ -22,8 +22,7 @@ import type { Lock as EngineLock, RedlockOptions } from '../../../lib/core/index
 import EntryRedlock from '../../../lib/node-redlock/index.js';
 import { connectMasters, disconnectAll } from '../../support/masters.js';
 import { deadlineAtCall, now, nsFromMs } from './history.js';
-import { ask, config, flush, proc, record, send, stopping } from './worker-ipc.js';
-import type { ChildMessage } from './protocol.js';
+import { ask, config, proc, record, runWorker, send, stopping } from './worker-ipc.js';
 
 const api = config.redlockApi!;
 
@@ -241,16 +240,4 @@ async function main(): Promise<void> {
   disconnectAll(clients);
 }
 
-function finish(message: ChildMessage): void {
-  flush();
-  if (!process.connected) return;
-  process.send!(message, () => process.disconnect());
-}
-
-main().then(
-  () => finish({ type: 'done', summary: { proc, cycles, acquireFailures } }),
-  (error: unknown) => {
-    process.exitCode = 1;
-    finish({ type: 'fatal', error: error instanceof Error ? (error.stack ?? error.message) : String(error) });
-  },
-);
+runWorker(main, () => ({ cycles, acquireFailures }));

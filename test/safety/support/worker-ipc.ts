@@ -5,7 +5,7 @@
  */
 import type { StoreReply, StoreRequest } from './fenced-store.js';
 import { now, type HistoryEvent } from './history.js';
-import type { ChildMessage, LoseReplyRequest, ParentMessage, WorkerConfig } from './protocol.js';
+import type { ChildMessage, LoseReplyRequest, ParentMessage, WorkerConfig, WorkerSummary } from './protocol.js';
 
 export const config = JSON.parse(process.argv[2]!) as WorkerConfig;
 export const { proc } = config;
@@ -39,6 +39,27 @@ export function ask(kind: 'store' | 'lose-reply' | 'restore', body: StoreRequest
   const id = ++requestIds;
   send({ type: 'request', id, kind, body } as ChildMessage);
   return new Promise((resolve) => replies.set(id, resolve));
+}
+
+/** Sends the last events and `message`, and leaves once they are out. */
+function finish(message: ChildMessage): void {
+  flush();
+  if (!process.connected) return;
+  process.send!(message, () => process.disconnect());
+}
+
+/**
+ * Runs a worker's `main` and reports its end to the test process: its summary once it returns
+ * (counted by then), or the error it failed with.
+ */
+export function runWorker(main: () => Promise<void>, summary: () => Omit<WorkerSummary, 'proc'>): void {
+  main().then(
+    () => finish({ type: 'done', summary: { proc, ...summary() } }),
+    (error: unknown) => {
+      process.exitCode = 1;
+      finish({ type: 'fatal', error: error instanceof Error ? (error.stack ?? error.message) : String(error) });
+    },
+  );
 }
 
 export const stopping = new AbortController();

@@ -13,8 +13,8 @@ import { connectMasters, disconnectAll } from '../../support/masters.js';
 import { connectSafetyVoters } from './cluster-client.js';
 import { cycleShape, sharesResource, type CycleShape } from './cycle-shape.js';
 import { deadlineAtCall, now, nsFromMs } from './history.js';
-import type { ChildMessage, LoseReplyRequest } from './protocol.js';
-import { ask, config, flush, goListeners, proc, record, send, stopping } from './worker-ipc.js';
+import type { LoseReplyRequest } from './protocol.js';
+import { ask, config, flush, goListeners, proc, record, runWorker, send, stopping } from './worker-ipc.js';
 
 // ---------------------------------------------------------------- engines
 
@@ -506,17 +506,4 @@ async function main(): Promise<void> {
   }
 }
 
-/** Sends the last events and `message`, and leaves once they are out. */
-function finish(message: ChildMessage): void {
-  flush();
-  if (!process.connected) return;
-  process.send!(message, () => process.disconnect());
-}
-
-main().then(
-  () => finish({ type: 'done', summary: { proc, cycles, acquireFailures } }),
-  (error: unknown) => {
-    process.exitCode = 1;
-    finish({ type: 'fatal', error: error instanceof Error ? (error.stack ?? error.message) : String(error) });
-  },
-);
+runWorker(main, () => ({ cycles, acquireFailures }));
