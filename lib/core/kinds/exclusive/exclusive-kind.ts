@@ -14,6 +14,7 @@ import { HandOffGrants, type HandOffGrant } from '../../waiting/hand-off-grants.
 import { lineOf } from '../../waiting/local-hand-over.js';
 import type { Waiter } from '../../waiting/waiter.js';
 import { QUEUE_ENTRY_STAY_MS } from '../../waiting/queue-scripts.js';
+import { handOverOrFree } from '../hand-over-release.js';
 import type { AttemptCall, Attempted, GrantCall, HeldBy, HoldKind, KindParts } from '../hold-kind.js';
 import { FREES, TAKES } from './exclusive-batches.js';
 import { ACQUIRE_SCRIPT, EXTEND_SCRIPT, FENCE_SCRIPT, interpretAcquire, interpretTake } from './exclusive-scripts.js';
@@ -137,20 +138,12 @@ export class ExclusiveKind implements HoldKind {
    * To the next caller of this process waiting for it, if one is; else freed on every master,
    * and the next caller of this process woken to try.
    */
-  async release(lock: Lock, held: HeldBy | undefined): Promise<ReleaseResult> {
-    const { handOver, entries, quorum } = this.rounds;
-    const line = lineOf(lock.keys);
-    const passed = held && handOver.offer(lock, line);
-    if (passed) {
-      this.rounds.held(passed.handed, held.round, passed.to, false);
-      // The new holder's queue entries are cleared by its own release; the old holder's, now.
-      if (held.waiterId !== '') entries.leave(lock.resources, held.waiter, lock.token);
-      return { releasedOn: 0, heldUntilRelease: true, nodes: [], handedOver: true };
-    }
-    handOver.released(lock, line);
-    const round = await this.#free(lock.resources, lock.keys, lock.token, lock.ttlMs, held?.round, held?.waiterId ?? '');
-    handOver.wakeNext(line);
-    return { releasedOn: round.granted, heldUntilRelease: round.granted >= quorum, nodes: round.outcomes };
+  release(lock: Lock, held: HeldBy | undefined): Promise<ReleaseResult> {
+    // Keys granted by hand-off to the old holder's entries go on to the next waiter (keep its token).
+    return handOverOrFree(this.rounds, lock, held, lineOf(lock.keys), lock.token, async () => {
+      const round = await this.#free(lock.resources, lock.keys, lock.token, lock.ttlMs, held?.round, held?.waiterId ?? '');
+      return { releasedOn: round.granted, heldUntilRelease: round.granted >= this.rounds.quorum, nodes: round.outcomes };
+    });
   }
 
   /**

@@ -2,6 +2,7 @@ import type { LockKind } from '../../lock/lock-kind.js';
 import type { Lock, ReleaseResult } from '../../lock/lock.js';
 import { lineOf } from '../../waiting/local-hand-over.js';
 import type { Waiter } from '../../waiting/waiter.js';
+import { handOverOrFree } from '../hand-over-release.js';
 import type { HeldBy, KindParts } from '../hold-kind.js';
 import { SHARED_CONTENDERS, SharedKind } from '../shared/shared-holds.js';
 
@@ -28,21 +29,8 @@ export class PermitKind extends SharedKind {
   }
 
   /** To a caller of this process sleeping for the same semaphore, if one is; else freed on every master. */
-  override async release(lock: Lock, held: HeldBy | undefined): Promise<ReleaseResult> {
-    const { handOver, entries } = this.rounds;
-    const line = this.localLine(lineOf(lock.keys));
-    const passed = held && handOver.offer(lock, line);
-    if (passed) {
-      this.rounds.held(passed.handed, held.round, passed.to, false);
-      // The new holder's queue entries are cleared by its own release; the old holder's, now.
-      if (held.waiterId !== '') entries.leave(lock.resources, held.waiter, '');
-      return { releasedOn: 0, heldUntilRelease: true, nodes: [], handedOver: true };
-    }
-    handOver.released(lock, line);
-    const result = await super.release(lock, held);
-    // A slot is free on the masters now: a caller of ours asleep for it need not wait to be woken.
-    handOver.wakeNext(line);
-    return result;
+  override release(lock: Lock, held: HeldBy | undefined): Promise<ReleaseResult> {
+    return handOverOrFree(this.rounds, lock, held, this.localLine(lineOf(lock.keys)), '', () => super.release(lock, held));
   }
 
   protected get scriptLimit(): number {

@@ -1,0 +1,31 @@
+import type { Lock, ReleaseResult } from '../lock/lock.js';
+import type { HeldBy, KindParts } from './hold-kind.js';
+
+/**
+ * The release of a kind that passes holds on within a process (locks, permits): to the caller of
+ * this process asleep on `line`, if LocalHandOver's rules allow, else `free` on the masters, after
+ * which the next caller of this process asleep there tries at once.
+ * `keep`: what the old holder's queue entries leave behind (see QueueEntries.leave).
+ */
+export async function handOverOrFree(
+  parts: KindParts,
+  lock: Lock,
+  held: HeldBy | undefined,
+  line: string,
+  keep: string,
+  free: () => Promise<ReleaseResult>,
+): Promise<ReleaseResult> {
+  const { handOver, entries } = parts;
+  const passed = held && handOver.offer(lock, line);
+  if (passed) {
+    parts.held(passed.handed, held.round, passed.to, false);
+    // The new holder's queue entries are cleared by its own release; the old holder's, now.
+    if (held.waiterId !== '') entries.leave(lock.resources, held.waiter, keep);
+    // The masters were not asked.
+    return { releasedOn: 0, heldUntilRelease: true, nodes: [], handedOver: true };
+  }
+  handOver.released(lock, line);
+  const result = await free();
+  handOver.wakeNext(line);
+  return result;
+}
