@@ -130,7 +130,7 @@ export class LockAcquirer {
         }
         const result = await kind.attempt({ ...call, attempt, uncontended });
         if ('lock' in result) {
-          result.lock.recordRounds(failedRounds ? [...failedRounds, result.outcomes] : [result.outcomes]);
+          result.lock.recordRounds(failedRounds, result.outcomes);
           if (waiter.abandoned) return await giveBack(result.lock, list, waiter);
           if (result.roomLeft && paced) localQueue.wakeHeads(localLine);
           return acquired(observer, result.lock);

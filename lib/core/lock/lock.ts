@@ -71,7 +71,9 @@ export class Lock {
   #lost: AbortController | undefined;
   #deadlineTimer: NodeJS.Timeout | undefined;
   #holding: unknown;
-  #rounds: readonly RoundOutcomes[] = [];
+  /** The acquire call's failed rounds, if any, and the round that won it: `rounds` is made of them when read. */
+  #failedRounds: readonly RoundOutcomes[] | undefined;
+  #winningRound: RoundOutcomes | undefined;
   #lastExtension: RoundOutcomes | undefined;
   /** Told once when the lock stops being reliable, released or lost: work nested under it (see onEnd). */
   #endListeners: Set<LockEndListener> | undefined;
@@ -134,12 +136,15 @@ export class Lock {
    * its own (handed over by a caller of this process, or granted by a release on the masters).
    */
   get rounds(): readonly RoundOutcomes[] {
-    return this.#rounds;
+    const won = this.#winningRound;
+    if (!won) return [];
+    return this.#failedRounds ? [...this.#failedRounds, won] : [won];
   }
 
-  /** @internal Set once by the acquire call that got the lock. */
-  recordRounds(rounds: readonly RoundOutcomes[]): void {
-    this.#rounds = rounds;
+  /** @internal Set once by the acquire call that got the lock (kept as given: nothing is built per acquire). */
+  recordRounds(failed: readonly RoundOutcomes[] | undefined, won: RoundOutcomes): void {
+    this.#failedRounds = failed;
+    this.#winningRound = won;
   }
 
   /** True once `release()` was called. */
