@@ -236,6 +236,85 @@ describe.each(RELEASES)('wake-ups by %s', (name, release) => {
   });
 });
 
+describe('readers in the queue', () => {
+  /** A listener on every wake channel of the fleet's first master; `settle` resolves once all published so far arrived. */
+  async function listen(): Promise<{ client: Redis; heard: [string, string][]; settle: () => Promise<void> }> {
+    const [client, listener] = await connectMasters([fleet.urls()[0]!, fleet.urls()[0]!]);
+    opened.push(client!, listener!);
+    const heard: [string, string][] = [];
+    let markers = 0;
+    listener!.on('pmessage', (_pattern: string, channel: string, message: string) => heard.push([channel, message]));
+    listener!.on('message', () => markers++);
+    await listener!.psubscribe(`${WAKE_CHANNEL_PREFIX}*`);
+    await listener!.subscribe('marker');
+    const settle = async () => {
+      const expected = markers + 1;
+      await client!.publish('marker', '');
+      await expect.poll(() => markers).toBe(expected);
+    };
+    return { client: client!, heard, settle };
+  }
+
+  /** SHARED_ACQUIRE_SCRIPT for one reader of `key` (queue `key:q`, holders `key:h`): its reply. */
+  const read = (client: Redis, key: string, token: string, waiter: string, ticket: number) =>
+    client.eval(SHARED_ACQUIRE_SCRIPT.source, 3, key, `${key}:q`, `${key}:h`, token, 60_000, 1, waiter, ticket, QUEUE_ENTRY_STAY_MS, '*r', 0, '') as Promise<unknown[]>;
+
+  describe.each(RELEASES)('freed by %s', (name, release) => {
+    it('go in together: the key takes the readers\' marker, every reader ahead of the next writer is woken, and that writer told to look again', async () => {
+      const { client, heard, settle } = await listen();
+      const key = `readers-first:${name.length}`;
+      const now = await nowOn(client);
+      await client.set(key, 'tok', 'PX', 60_000);
+      const far = now + 60_000;
+      await client.hset(`${key}:q`, 'procA:1', `10 ${far} *r`, 'procB:2', `20 ${far} *r`, 'procC:3', `30 ${far}`, 'procD:4', `40 ${far} *r`);
+      expect(await release(client, key, 'tok')).toBe(1);
+      await settle();
+      // Not a reservation for the first reader alone: no writer gets in, every reader may.
+      expect(await client.get(key)).toBe('*r');
+      expect(await client.pttl(key)).toBeLessThanOrEqual(QUEUE_ENTRY_STAY_MS);
+      expect(heard.sort()).toEqual([
+        [`${WAKE_CHANNEL_PREFIX}procA`, `procA:1 ${key}`],
+        [`${WAKE_CHANNEL_PREFIX}procB`, `procB:2 ${key}`],
+        // Should no reader come, the writer behind them finds out when their marker lapses.
+        [`${WAKE_CHANNEL_PREFIX}procC`, `procC:3+${QUEUE_ENTRY_STAY_MS} ${key}`],
+      ]);
+      // The woken readers' entries lapse with the marker unless they come; the others' stay as they were.
+      const after = await nowOn(client);
+      expect(deadlineOf(await client.hget(`${key}:q`, 'procA:1'))).toBeLessThanOrEqual(after + QUEUE_ENTRY_STAY_MS);
+      expect(deadlineOf(await client.hget(`${key}:q`, 'procB:2'))).toBeLessThanOrEqual(after + QUEUE_ENTRY_STAY_MS);
+      expect(deadlineOf(await client.hget(`${key}:q`, 'procC:3'))).toBe(far);
+      expect(deadlineOf(await client.hget(`${key}:q`, 'procD:4'))).toBe(far);
+      // The second reader does not wait for the first, who has not come: readers share.
+      expect((await read(client, key, 'tok-b', 'procB:2', 20))[0]).toBe(1);
+      // A reader behind the writer still waits for it.
+      expect(await read(client, key, 'tok-d', 'procD:4', 40)).toEqual([0, expect.any(Number)]);
+    });
+  });
+
+  it('a reader waits for a writer queued ahead of it, never for a reader; its grant wakes the readers ahead of the next writer once', async () => {
+    const { client, heard, settle } = await listen();
+    const key = 'reader-grant';
+    const far = (await nowOn(client)) + 60_000;
+    await client.hset(`${key}:q`, 'procW:1', `10 ${far}`);
+    expect(await read(client, key, 'tok-r', 'procR:2', 20)).toEqual([0, expect.any(Number)]);
+    await client.hdel(`${key}:q`, 'procW:1');
+    await client.hset(`${key}:q`, 'procA:3', `5 ${far} *r`, 'procB:4', `6 ${far} *r`, 'procW:5', `30 ${far}`, 'procC:6', `40 ${far} *r`);
+    heard.length = 0;
+    // Behind two readers who have not come yet: granted all the same.
+    expect((await read(client, key, 'tok-r', 'procR:2', 20))[0]).toBe(1);
+    await settle();
+    expect(heard.sort()).toEqual([
+      [`${WAKE_CHANNEL_PREFIX}procA`, `procA:3 ${key}`],
+      [`${WAKE_CHANNEL_PREFIX}procB`, `procB:4 ${key}`],
+    ]);
+    // Woken once: the next reader's grant does not wake them again.
+    heard.length = 0;
+    expect((await read(client, key, 'tok-s', 'procS:7', 21))[0]).toBe(1);
+    await settle();
+    expect(heard).toEqual([]);
+  });
+});
+
 describe('requests of one tick', () => {
   it('share two requests per master, each lock still all its own', async () => {
     const { redlock, clients } = await engine();

@@ -2,7 +2,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { InvalidArgumentError, LockKindMismatchError, LockLostError, Redlock, type Lock, type RedlockOptions } from '../../lib/index.js';
-import { connectMasters, disconnectAll, FRESH_FLEET, lockClient } from '../support/masters.js';
+import { SHARED_ACQUIRE_SCRIPT } from '../../lib/core/kinds/shared/shared-scripts.js';
+import { connectMasters, disconnectAll, FRESH_FLEET, lockClient, watchCalls } from '../support/masters.js';
 import { freePort } from '../support/free-port.js';
 import { RedisFleet } from '../support/redis-fleet.js';
 import { TcpProxy } from '../support/tcp-proxy.js';
@@ -207,6 +208,29 @@ describe('limit (a semaphore)', () => {
     // A handed permit keeps the slot of the permit it came from: the slots in use stay two.
     expect(new Set(holds.map((hold) => hold.slot)).size).toBeLessThanOrEqual(2);
     await expect.poll(async () => (await Promise.all(clients.map((client) => client.exists('redlock-holders:local-pool')))).every((n) => n === 0)).toBe(true);
+  });
+
+  it('keeps a caller off the masters while ours hold the permits and another of ours waits refused: it is handed one', async () => {
+    let waiting = 0;
+    const { redlock, clients } = await engine({ ...FRESH_FLEET, instrumentation: { acquireStarted: () => ({ waiting: () => waiting++ }) } });
+    let rounds = 0;
+    watchCalls(clients[0]!, 'evalsha', ([sha]) => {
+      if (sha === SHARED_ACQUIRE_SCRIPT.sha) rounds++;
+    });
+    const held = await Promise.all([0, 1].map(() => redlock.acquire('kept-off', 60_000, { limit: 2 })));
+    // The first waiter of ours asks and is refused: the permits are all taken.
+    const first = redlock.acquire('kept-off', 60_000, { limit: 2, waitTimeoutMs: 100_000 });
+    await expect.poll(() => waiting).toBe(1);
+    const before = rounds;
+    // The next would only be refused too: it waits for a holder of ours instead of asking.
+    const second = redlock.acquire('kept-off', 60_000, { limit: 2, waitTimeoutMs: 100_000 });
+    await expect.poll(() => waiting).toBe(2);
+    const [release0, release1] = await Promise.all(held.map((permit) => permit.release()));
+    expect([release0!.handedOver, release1!.handedOver]).toEqual([true, true]);
+    const permits = await Promise.all([first, second]);
+    expect(rounds).toBe(before);
+    expect(permits.map((permit) => permit.slots![0]).sort()).toEqual(held.map((permit) => permit.slots![0]).sort());
+    await Promise.all(permits.map((permit) => permit.release()));
   });
 
   it('hands no fenced permit over: each holder gets its fence from the masters', async () => {

@@ -24,7 +24,7 @@ export interface LockKind {
 }
 
 export const WRITE: LockKind = { type: 'write', mode: 'write', limit: 1, marker: '', name: 'lock', family: 'lock' };
-const READ: LockKind = { type: 'read', mode: 'read', limit: 1, marker: '*r', name: 'read', family: 'lock' };
+export const READ: LockKind = { type: 'read', mode: 'read', limit: 1, marker: '*r', name: 'read', family: 'lock' };
 
 function permit(limit: number): LockKind {
   return { type: 'permit', mode: 'write', limit, marker: `*s${limit}`, name: `limit ${limit}`, family: `limit ${limit}` };

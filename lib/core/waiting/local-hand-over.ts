@@ -38,6 +38,11 @@ export class LocalHandOver {
     return holder && holder.remainingMs() > 0 ? holder : undefined;
   }
 
+  /** Whether a caller of this process sleeps on `line`, between its rounds or standing by for a holder of ours. */
+  sleeping(line: string): boolean {
+    return this.#sleepingHeads.has(line);
+  }
+
   held(line: string, lock: Lock): void {
     this.#holders.set(line, lock);
   }
@@ -60,13 +65,16 @@ export class LocalHandOver {
     const at = heads.indexOf(waiter);
     if (at !== -1) heads.splice(at, 1);
     if (heads.length === 0) this.#sleepingHeads.delete(line);
+    else if (waiter.enlisted && !waiter.handed) this.#wakeStrandedStandBys(line);
   }
 
   /** Hands `lock` to the longest-sleeping head of `line`, if the rules allow: the new handle, or undefined. */
   offer(lock: Lock, line: string): { handed: Lock; to: Waiter } | undefined {
     const next = this.#sleepingHeads.get(line)?.[0];
     if (!next || lock.fence !== undefined) return undefined;
-    const streak = this.#streaks.get(line) ?? { count: 0, limit: Math.min(HAND_OVER_BATCH, 1 + this.queue.waiting(line)) };
+    // Who is in line: the heads asleep (one for a lock, up to the limit for permits) and those behind them.
+    const inLine = this.#sleepingHeads.get(line)!.length + this.queue.waiting(line);
+    const streak = this.#streaks.get(line) ?? { count: 0, limit: Math.min(HAND_OVER_BATCH, inLine) };
     const remaining = lock.remainingMs();
     if (streak.count >= streak.limit || remaining < lock.ttlMs / 2) return undefined;
     // The same hold under the same token: its kind and, for a permit, its slots go with it.
@@ -84,9 +92,24 @@ export class LocalHandOver {
     if (this.#holders.get(line) === lock) this.#holders.delete(line);
   }
 
-  /** After a real release: the next caller may be standing by without a place in the masters' queue. */
+  /**
+   * After a real release: the next caller may be standing by without a place in the masters'
+   * queue, and so may others behind it (see #wakeStrandedStandBys).
+   */
   wakeNext(line: string): void {
     this.#sleepingHeads.get(line)?.[0]?.wakeNow();
+    this.#wakeStrandedStandBys(line);
+  }
+
+  /**
+   * Callers standing by (not in the masters' queues) wait for a holder of ours to hand them a
+   * permit, or for a caller of ours in the masters' queues to get one and do so. With neither
+   * left, nobody would: they go and ask.
+   */
+  #wakeStrandedStandBys(line: string): void {
+    const heads = this.#sleepingHeads.get(line);
+    if (!heads || this.holderOf(line) || heads.some((head) => head.enlisted)) return;
+    for (const head of heads) head.wakeNow();
   }
 }
 

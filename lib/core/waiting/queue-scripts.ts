@@ -1,3 +1,4 @@
+import { READ } from '../lock/lock-kind.js';
 import { WAKE_CHANNEL_PREFIX } from '../lock/redlock-options.js';
 import { blocks, sameArgs, script } from '../scripts/lua-script.js';
 import { isInteger, UnexpectedReplyError } from '../scripts/replies.js';
@@ -14,8 +15,9 @@ export const QUEUE_ENTRY_STAY_MS = 1_000;
  * resource, field = waiter id, value = "ticket deadline" and a tag: a shared waiter's marker, or a
  * hand-off waiter's grant).
  * - nowMs(): the master's clock, read once per script call.
- * - liveHead(q, now, except): the live entry with the lowest ticket (ties by id), and the
- *   runner-up's id, dropping dead entries on the way; `except` (a waiter id) is skipped.
+ * - liveHead(q, now, except, sharer): the live entry with the lowest ticket (ties by id), and the
+ *   runner-up's id, dropping dead entries on the way; `except` (a waiter id) is skipped, and so
+ *   are entries tagged `sharer` (a reader's marker: readers never wait for readers).
  * - nameHead(key, q, now, stay, head, deadline, entry, second): wakes the head, cuts its entry to `stay`
  *   unless its waiter comes back, and tells the runner-up to look again within `stay`.
  * - handOn(key, q, stay): the lock key has just been freed by its owner. If anyone lives in
@@ -25,8 +27,9 @@ export const QUEUE_ENTRY_STAY_MS = 1_000;
  *   entry (anchor); it also carries how long ago by this master's clock (now - stamp) and which
  *   server granted (its run_id), which engines before 0.2 relied on. A message proves nothing
  *   (anyone may PUBLISH): the waiter asks the master (CONFIRM_SCRIPT) and reckons its validity
- *   from that answer (docs/GUARANTEES.md, "Server-side hand-off"). Any other
- *   head gets a reservation ("~" + its id, which no token can equal) for as long as its entry
+ *   from that answer (docs/GUARANTEES.md, "Server-side hand-off"). A reader at the
+ *   head: the key takes the readers' marker for `stay` ms and every reader ahead of the next
+ *   writer is woken (wakeReaders). Any other head gets a reservation ("~" + its id, which no token can equal) for as long as its entry
  *   lives, at most `stay` ms: nobody else can slip in, not even a caller trying a plain SET NX,
  *   while the head comes to take it with a full round of its own; its entry lapses with the
  *   reservation unless it comes, and the runner-up is told to look again by then (nameHead), so a
@@ -47,15 +50,15 @@ local function nowMs()
   end
   return clock
 end
-local function liveHead(q, now, except)
+local function liveHead(q, now, except, sharer)
   local entries = redis.call('HGETALL', q)
   local head, headTicket, headDeadline, headEntry, second, secondTicket
   for j = 1, #entries, 2 do
-    local t, d = string.match(entries[j + 1], '(%S+) (%S+)')
+    local t, d, tag = string.match(entries[j + 1], '^(%S+) (%S+) ?(%S*)')
     t, d = tonumber(t), tonumber(d)
     if d < now then
       redis.call('HDEL', q, entries[j])
-    elseif entries[j] ~= except then
+    elseif entries[j] ~= except and (not sharer or tag ~= sharer) then
       if not head or t < headTicket or (t == headTicket and entries[j] < head) then
         second, secondTicket = head, headTicket
         head, headTicket, headDeadline, headEntry = entries[j], t, d, entries[j + 1]
@@ -66,9 +69,10 @@ local function liveHead(q, now, except)
   end
   return head, headTicket, headDeadline, headEntry, second
 end
--- Whether a live waiter stands ahead of (me, ticket) in a queue KEYS[n + i] not reserved for us,
--- and how long the longest-lived such head's entry lasts; and which of the queues exist.
-local function aheadOf(n, reserved, me, ticket)
+-- Whether a live waiter stands ahead of (me, ticket) in a queue KEYS[n + i] not reserved for us
+-- (one tagged \`sharer\` does not count, see liveHead), and how long the longest-lived such
+-- head's entry lasts; and which of the queues exist.
+local function aheadOf(n, reserved, me, ticket, sharer)
   local queued, headWait, queues = false, -2, {}
   for i = 1, n do
     local q = KEYS[n + i]
@@ -76,7 +80,7 @@ local function aheadOf(n, reserved, me, ticket)
     -- A key reserved for us means a release found us at the head here: no one is ahead.
     if queues[i] and not reserved[i] then
       local now = nowMs()
-      local head, headTicket, headDeadline = liveHead(q, now, me)
+      local head, headTicket, headDeadline = liveHead(q, now, me, sharer)
       if head and (headTicket < ticket or (headTicket == ticket and head < me)) then
         queued = true
         if headDeadline - now > headWait then headWait = headDeadline - now end
@@ -115,6 +119,38 @@ local function nameHead(key, q, now, stay, head, deadline, entry, second)
   redis.call('PUBLISH', wakeChannel(head), head .. ' ' .. key)
   if second then redis.call('PUBLISH', wakeChannel(second), second .. '+' .. stay .. ' ' .. key) end
 end
+-- Readers share, and never wait for readers (aheadOf's sharer): once one may come, every reader
+-- queued ahead of the first waiter of another kind may come, and is woken at once (its entry cut
+-- to \`stay\`, as nameHead does for one head), instead of one reader per grant in a chain of round
+-- trips. After a reader's grant only readers not woken yet are (an entry that lives longer than
+-- \`stay\`): woken ones are on their way. From handOn (\`freed\`), every one of them, and the first
+-- waiter of another kind is told to look again by \`stay\`, when the readers' marker lapses if
+-- none came.
+local function wakeReaders(key, q, now, stay, freed)
+  local entries = redis.call('HGETALL', q)
+  local readers, other, otherId = {}, nil, nil
+  for j = 1, #entries, 2 do
+    local t, d, tag = string.match(entries[j + 1], '^(%S+) (%S+) ?(%S*)')
+    t, d = tonumber(t), tonumber(d)
+    if d >= now then
+      if tag == '${READ.marker}' then
+        readers[#readers + 1] = j
+      elseif not other or t < other or (t == other and entries[j] < otherId) then
+        other, otherId = t, entries[j]
+      end
+    end
+  end
+  for _, j in ipairs(readers) do
+    local id, entry = entries[j], entries[j + 1]
+    local t, d = string.match(entry, '^(%S+) (%S+)')
+    t, d = tonumber(t), tonumber(d)
+    if (freed or d > now + stay) and (not other or t < other or (t == other and id < otherId)) then
+      if d > now + stay then redis.call('HSET', q, id, (string.gsub(entry, '^(%S+) %S+', '%1 ' .. (now + stay), 1))) end
+      redis.call('PUBLISH', wakeChannel(id), id .. ' ' .. key)
+    end
+  end
+  if freed and otherId then redis.call('PUBLISH', wakeChannel(otherId), otherId .. '+' .. stay .. ' ' .. key) end
+end
 local function handOn(key, q, stay)
   if redis.call('EXISTS', q) == 0 then
     redis.call('DEL', key)
@@ -135,6 +171,11 @@ local function handOn(key, q, stay)
     -- reached another server than its master's, must not count twice.
     local server = string.match(redis.call('INFO', 'server'), 'run_id:(%x+)')
     redis.call('PUBLISH', wakeChannel(head), head .. '/' .. anchor .. '/' .. (now - tonumber(stamp)) .. '/' .. server .. ' ' .. key)
+  elseif string.match(entry, '^%S+ %S+ (%S+)') == '${READ.marker}' then
+    -- A reader heads the queue: the key goes to the readers (their marker, which no writer's
+    -- SET NX passes), not to that one reader, so all queued before the next writer come at once.
+    redis.call('SET', key, '${READ.marker}', 'PX', stay)
+    wakeReaders(key, q, now, stay, true)
   else
     local life = math.max(1, math.min(deadline - now, stay))
     redis.call('SET', key, '~' .. head, 'PX', life)

@@ -3,7 +3,7 @@ import type { Lock, ReleaseResult } from '../../lock/lock.js';
 import { lineOf } from '../../waiting/local-hand-over.js';
 import type { Waiter } from '../../waiting/waiter.js';
 import { handOverOrFree } from '../hand-over-release.js';
-import type { HeldBy, KindParts } from '../hold-kind.js';
+import type { AttemptCall, Attempted, HeldBy, KindParts } from '../hold-kind.js';
 import { SHARED_CONTENDERS, SharedKind } from '../shared/shared-holds.js';
 
 /**
@@ -20,6 +20,22 @@ export class PermitKind extends SharedKind {
   constructor(parts: KindParts, kind: LockKind) {
     super(parts, kind);
     this.width = Math.min(kind.limit, SHARED_CONTENDERS);
+  }
+
+  /**
+   * A new caller behind one of ours that the masters refused, while another of ours holds a
+   * permit: the permits are all taken, so its round would only be refused too. It waits for that
+   * holder's hand-over or release instead (as a lock's caller does), and costs the masters nothing.
+   */
+  override holderHere(line: string): Lock | undefined {
+    const local = this.localLine(line);
+    return this.rounds.handOver.sleeping(local) ? this.rounds.handOver.holderOf(local) : undefined;
+  }
+
+  override async attempt(call: AttemptCall): Promise<Attempted> {
+    const attempted = await super.attempt(call);
+    if ('lock' in attempted) this.rounds.handOver.held(this.localLine(lineOf(call.keys)), attempted.lock);
+    return attempted;
   }
 
   /** Between rounds: where a permit released in this process can be handed to this waiter. */

@@ -62,7 +62,7 @@ export abstract class SharedKind implements HoldKind {
     return waits;
   }
 
-  holderHere(): Lock | undefined {
+  holderHere(_line: string): Lock | undefined {
     return undefined;
   }
 

@@ -50,7 +50,8 @@ end
  * key is free, holds this kind's marker, or is reserved for us; a permit also needs a free slot
  * (the preferred one if free, else the first in 0..limit-1: one order for every client, so that
  * masters tend to agree);
- * and no live waiter with a lower ticket is queued (a waiting writer stops later readers).
+ * and no live waiter with a lower ticket is queued (a waiting writer stops later readers; a
+ * reader waits for no reader, since both would share).
  * A lock key holding another kind's marker, or a writer's token when we want a permit, is a
  * mismatch of kinds: reported, never waited for. Refused callers enlist in the fair queue as
  * the acquire script does, their entry tagged with the marker so a grant that leaves room
@@ -114,7 +115,7 @@ for i = 1, n do
     end
   end
 end
-local queued, headWait, queues = aheadOf(n, reserved, me, ticket)
+local queued, headWait, queues = aheadOf(n, reserved, me, ticket, limit == 0 and marker or nil)
 if wait ~= -2 or full or queued then
   if wait == -2 then wait = headWait end
   enlist(n, me, ARGV[5], wait, stay, ' ' .. marker)
@@ -137,7 +138,11 @@ for i = 1, n do
 end
 reply[2] = fence
 for i = 1, n do
-  if queues[i] and (limit == 0 or counts[i] + 1 < limit) then wakeHead(KEYS[i], KEYS[n + i], now, marker, stay) end
+  if queues[i] and limit == 0 then
+    wakeReaders(KEYS[i], KEYS[n + i], now, stay, false)
+  elseif queues[i] and counts[i] + 1 < limit then
+    wakeHead(KEYS[i], KEYS[n + i], now, marker, stay)
+  end
 end
 return reply`,
   {
