@@ -118,6 +118,35 @@ export function evaluateTargets(results: Results): TargetRow[] {
     bestPeer: undefined, ratio: NaN, target: '0 (mutual exclusion)', ok: broken(OURS) === 0, digits: 0,
     margin: `ours ${broken(OURS)}, worst library ${worstStore}` }, store);
 
+  // Issue 32: permits and shared holds against the perfect in-process semaphore / read-write lock.
+  const sem = 'hot-semaphore';
+  const semLimit = results.median(sem, LIMIT, 'throughput');
+  const semShare = m(sem, 'throughput') / semLimit;
+  const semPeer = bestPeer(results, sem, 'throughput', 'higher');
+  row({ scenario: '3b hot semaphore', figure: 'holds/s, share of the limit (perfect in-process semaphore)', ours: semShare,
+    bestPeer: semPeer && { library: semPeer.library, value: semPeer.value / semLimit }, ratio: semShare / ((semPeer?.value ?? NaN) / semLimit),
+    target: '≥ 0.60 of the limit', ok: semShare >= 0.6, digits: 3,
+    margin: semShare >= 0.6 ? `${(semShare - 0.6).toFixed(3)} above` : `${(0.6 - semShare).toFixed(3)} short` }, sem);
+  const semRatio = m(sem, 'throughput') / (semPeer?.value ?? NaN);
+  row({ scenario: '3b hot semaphore', figure: 'holds/s', ours: m(sem, 'throughput'), bestPeer: semPeer, ratio: semRatio,
+    target: '≥ 1.00 × best peer', ok: semRatio >= 1, digits: 0,
+    margin: semRatio >= 1 ? `${pct(semRatio - 1)} more` : `${pct(1 - semRatio)} fewer than the best peer` }, sem);
+  const mostAtOnce = (library: LibraryId) => results.max(sem, library, 'mostAtOnce');
+  const semPeers = LIBRARIES.filter((library) => library !== OURS && library !== LIMIT && !Number.isNaN(mostAtOnce(library)));
+  // The perfect semaphore fills its permits: its most at once is the limit.
+  const permits = mostAtOnce(LIMIT);
+  row({ scenario: '3b hot semaphore', figure: `most holders at once, limit ${permits} (any repetition)`, ours: mostAtOnce(OURS), bestPeer: undefined,
+    ratio: NaN, target: '≤ the limit', ok: mostAtOnce(OURS) <= permits, digits: 0,
+    margin: `ours ${mostAtOnce(OURS)}; ${semPeers.map((library) => `${library} ${mostAtOnce(library)}`).join(', ') || 'no peer ran'}` }, sem);
+  for (const [id, label] of [['rw-read-heavy', '3c read-heavy'], ['rw-write-heavy', '3d write-heavy']] as const) {
+    const rwShare = m(id, 'throughput') / results.median(id, LIMIT, 'throughput');
+    const writeWait = m(id, 'writeWaitP99');
+    const limitWriteWait = results.median(id, LIMIT, 'writeWaitP99');
+    row({ scenario: label, figure: 'holds/s, share of the limit (perfect in-process read-write lock)', ours: rwShare, bestPeer: undefined,
+      ratio: NaN, target: '≥ 0.60 of the limit, writers not starved', ok: rwShare >= 0.6 && m(id, 'censored') === 0 && m(id, 'failures') === 0, digits: 3,
+      margin: `${rwShare >= 0.6 ? `${(rwShare - 0.6).toFixed(3)} above` : `${(0.6 - rwShare).toFixed(3)} short`}; write wait p99 ${writeWait.toFixed(1)} ms (the limit's ${limitWriteWait.toFixed(1)} ms), ${m(id, 'censored')} cut off` }, id);
+  }
+
   const overhead = m('decorator', 'overhead');
   row({ scenario: '4 @WithLock route', figure: 'req/s overhead vs hand-written using (%)', ours: overhead * 100, bestPeer: undefined,
     ratio: NaN, target: '≤ 10%', ok: overhead <= 0.1, digits: 1,

@@ -27,6 +27,12 @@ export class Results {
     return median(runs.map((figures) => figures[metric] ?? Number.NaN));
   }
 
+  /** The largest over the repetitions (a bound that one repetition breaking is enough to break); NaN when never produced. */
+  max(scenario: string, library: LibraryId, metric: string): number {
+    const values = this.values(scenario, library, metric).filter((value) => !Number.isNaN(value));
+    return values.length === 0 ? Number.NaN : Math.max(...values);
+  }
+
   /** Every repetition's value, for the raw figures at the end of the report. */
   values(scenario: string, library: LibraryId, metric: string): number[] {
     return (this.#runs.get(scenario)?.get(library) ?? []).map((figures) => figures[metric] ?? Number.NaN);
