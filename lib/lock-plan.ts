@@ -13,6 +13,7 @@ import { formatValue } from './core/base/errors.js';
 import { RedlockConfigError } from './errors/redlock-config.error.js';
 import { SkippedCalls } from './skipped-calls.js';
 import { HoldTimes } from './hold-times.js';
+import { jobTicks, type JobTicks } from './job-ticks.js';
 
 /** How one decorated method locks: its compiled key and its resolved options. */
 export interface LockPlan {
@@ -32,6 +33,8 @@ export interface LockPlan {
   readonly holds: HoldTimes;
   /** Under `onLocked: 'skip'`: where skipped calls are noted (held elsewhere at debug, masters unavailable once per episode). */
   readonly skips: SkippedCalls | undefined;
+  /** `oncePerTick`: the job's ticks, each claimed by the run that holds the lock (see job-ticks.ts). */
+  readonly ticks: JobTicks | undefined;
 }
 
 /**
@@ -79,7 +82,14 @@ export class LockPlanner {
 
     // Left out (undefined), an option takes its default; anything else given is checked, null included.
     const { defaultTtlMs, defaultWait, maxTtlMs } = this.settings;
-    const { ttlMs = defaultTtlMs, autoExtend = true, onLocked = defaultWait.onLocked, waitTimeoutMs = defaultWait.waitTimeoutMs } = metadata.options;
+    const { oncePerTick = false } = metadata.options;
+    if (typeof oncePerTick !== 'boolean') {
+      throw new RedlockConfigError(`@WithLock on ${site}: oncePerTick must be true or false (got ${formatValue(oncePerTick)})`);
+    }
+    if (oncePerTick && metadata.options.onLocked !== undefined && metadata.options.onLocked !== 'skip') {
+      throw new RedlockConfigError(`@WithLock on ${site}: oncePerTick skips a run whose tick another replica took; it cannot also ${metadata.options.onLocked === 'wait' ? 'wait' : 'fail'} (leave onLocked out, or 'skip')`);
+    }
+    const { ttlMs = defaultTtlMs, autoExtend = true, onLocked = oncePerTick ? 'skip' : defaultWait.onLocked, waitTimeoutMs = defaultWait.waitTimeoutMs } = metadata.options;
     if (!isTtl(ttlMs, maxTtlMs)) {
       throw new RedlockConfigError(`@WithLock on ${site}: ttlMs must be a positive integer number of ms, at most ${maxTtlMs} as maxTtlMs allows (got ${formatValue(ttlMs)})`);
     }
@@ -89,6 +99,9 @@ export class LockPlanner {
       throw new RedlockConfigError(`@WithLock on ${site}: autoExtend must be true or false (got ${formatValue(autoExtend)})`);
     }
     const kind = lockKind(site, metadata.options);
+    const returnsObservable = isObservableType(returnType);
+    const ticks = oncePerTick ? jobTicks(site, method, maxTtlMs) : undefined;
+    if (ticks && returnsObservable) throw new RedlockConfigError(`@WithLock on ${site}: oncePerTick is for jobs that return a promise or nothing, not an Observable`);
     // Planned at bootstrap (or first call): the restart quarantine must cover this ttl from now on.
     this.redlock.expectTtl(ttlMs);
     // 'fail' and 'skip' are one round; 'wait' keeps the engine's retry settings, bounded by the wait timeout.
@@ -98,11 +111,12 @@ export class LockPlanner {
       key,
       ttlMs,
       options,
-      returnsObservable: isObservableType(returnType),
+      returnsObservable,
       instrumentation: this.instrumentation(),
       skipWhenHeld: onLocked === 'skip',
       holds: new HoldTimes(),
       skips: onLocked === 'skip' ? new SkippedCalls(site, this.settings.engine.logger) : undefined,
+      ticks,
     };
   }
 }

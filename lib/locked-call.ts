@@ -3,6 +3,7 @@ import { LockHeldError, QuorumUnreachableError } from './core/base/errors.js';
 import type { GuardedCall } from './core/lock/instrumentation-guard.js';
 import type { RedlockEngine } from './core/redlock-engine.js';
 import type { LockSession } from './core/acquire/lock-session.js';
+import type { Tick } from './job-ticks.js';
 import type { LockPlan } from './lock-plan.js';
 
 /**
@@ -20,8 +21,17 @@ export async function runLocked<T>(
 ): Promise<Awaited<T> | undefined> {
   const call = plan.instrumentation?.callStarted(plan.site);
   let ran = false;
-  const locked = () =>
-    redlock.using<Awaited<T>>(plan.key.resolve(args), plan.ttlMs, async (): Promise<Awaited<T>> => {
+  /** `oncePerTick`: set when the run's tick had been claimed already, and the run skipped. */
+  let taken: Tick | undefined;
+  const locked = () => {
+    const resources = plan.key.resolve(args);
+    return redlock.using<Awaited<T> | undefined>(resources, plan.ttlMs, async (): Promise<Awaited<T> | undefined> => {
+      // Under the job's lock, so the tick is claimed only by a run that will run it now.
+      const tick = plan.ticks?.now();
+      if (tick && !(await redlock.claim(resources.map((resource) => resource + tick.suffix), tick.ttlMs))) {
+        taken = tick;
+        return undefined;
+      }
       ran = true;
       plan.skips?.recovered();
       const held = plan.holds.start();
@@ -31,11 +41,17 @@ export async function runLocked<T>(
         held();
       }
     }, plan.options);
+  };
   try {
     // In the call's context: the acquire (and the method) see the call's span as their parent.
     const result = await (call ? call.run(locked) : locked());
+    if (taken) {
+      call?.ended('skipped');
+      plan.skips?.tickTaken(taken);
+      return undefined;
+    }
     call?.ended('ran');
-    return result;
+    return result as Awaited<T>;
   } catch (error) {
     // Only our own acquire is skipped (or told when to retry): a LockHeldError the method itself threw is its outcome.
     if (!ran && error instanceof LockHeldError) plan.holds.annotate(error);

@@ -58,7 +58,10 @@ export class RedlockExplorer implements OnModuleInit {
       for (const wrapper of controllers) this.checkController(wrapper);
       // A controller class also listed as a provider is dispatched (and locked) by the interceptor.
       const controllerClasses = new Set<unknown>(controllers.map((wrapper) => wrapper.metatype));
-      for (const wrapper of this.discovery.getProviders()) this.wrapProvider(wrapper, controllerClasses);
+      const ticks: Promise<void>[] = [];
+      for (const wrapper of this.discovery.getProviders()) this.wrapProvider(wrapper, controllerClasses, ticks);
+      // Before any job runs (@nestjs/schedule starts them once the application has bootstrapped).
+      await Promise.all(ticks);
     } catch (error) {
       // Bootstrap stops here, and nobody will call the shutdown hooks that would close these.
       this.redlock.close();
@@ -145,7 +148,8 @@ export class RedlockExplorer implements OnModuleInit {
     return options?.fieldResolverEnhancers?.includes('interceptors') ?? false;
   }
 
-  private wrapProvider(wrapper: InstanceWrapper, controllerClasses: ReadonlySet<unknown>): void {
+  /** `ticks` gets each `oncePerTick` job's preparation (the cron parser loaded), to be awaited. */
+  private wrapProvider(wrapper: InstanceWrapper, controllerClasses: ReadonlySet<unknown>, ticks: Promise<void>[]): void {
     // Request-scoped and transient providers have a prototype-only placeholder here.
     const instance = wrapper.instance as Record<string, unknown> | undefined;
     if (!instance || typeof instance !== 'object') return;
@@ -175,6 +179,7 @@ export class RedlockExplorer implements OnModuleInit {
             'instances are created after bootstrap and cannot be wrapped; use RedlockService.using() inside the method',
         );
       }
+      if (plan.ticks) ticks.push(plan.ticks.ready());
       // A factory-made instance's class is known only now; its stand-in comes later than for others.
       installStandIn(prototype, name);
       defineLocked(instance, name, this.lockedMethod(originalOf(method), method, plan));

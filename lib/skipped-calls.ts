@@ -1,5 +1,6 @@
 import type { LockHeldError, QuorumUnreachableError } from './core/base/errors.js';
 import type { RedlockLogger } from './core/lock/redlock-options.js';
+import type { Tick } from './job-ticks.js';
 import { debugOf } from './module-settings.js';
 
 /**
@@ -28,6 +29,12 @@ export class SkippedCalls {
   heldElsewhere(error: LockHeldError): void {
     this.recovered();
     this.#debug?.(`${this.site} skipped: ${error.resources.join(', ')} held by another owner`);
+  }
+
+  /** `oncePerTick`: this tick was claimed already (by another replica, or an earlier run here). */
+  tickTaken(tick: Tick): void {
+    this.recovered();
+    this.#debug?.(`${this.site} skipped: ${tick.label} has run already`);
   }
 
   /** Too few masters voted: said at the first skip of an episode only. */

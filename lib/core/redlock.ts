@@ -129,6 +129,17 @@ export class Redlock extends EventEmitter implements LockEngine {
   }
 
   /**
+   * Takes the lock in one round, if nobody holds it, and leaves it to expire after `ttlMs`: it is
+   * never extended and never released, not even by `releaseAll` at shutdown. For "at most once per
+   * `ttlMs`" across processes (a scheduled job's tick, a lease), where releasing early would let
+   * another process do the same again. Resolves true when this call took it, false when another
+   * owner holds it; rejects as `tryAcquire` does (too few masters, bad arguments).
+   */
+  claim(resources: string | readonly string[], ttlMs: number): Promise<boolean> {
+    return this.#core.claim(resources, ttlMs);
+  }
+
+  /**
    * Runs `routine` holding the lock: acquires, extends it while the routine runs (aborting
    * `signal` if that fails or validity runs out), and always releases afterwards.
    * Reentrant: inside a routine, asking again for resources this context already holds runs

@@ -102,6 +102,11 @@ export class InMemoryRedlock extends EventEmitter implements RedlockEngine, Lock
     return this.#core.tryAcquire(resources, ttlMs, options);
   }
 
+  /** As `Redlock.claim`: one round; won, the lock is left to expire, never released. */
+  claim(resources: string | readonly string[], ttlMs: number): Promise<boolean> {
+    return this.#core.claim(resources, ttlMs);
+  }
+
   /** As `Redlock.using`: acquires, extends while `routine` runs, always releases. */
   using<T>(resources: string | readonly string[], ttlMs: number, routine: LockedRoutine<T>, options: UsingOptions = {}): Promise<T> {
     return this.#core.using(resources, ttlMs, routine, options);

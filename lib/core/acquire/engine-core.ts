@@ -51,6 +51,18 @@ export class EngineCore {
     }
   }
 
+  /**
+   * One round for the lock; won, it is left to expire: never extended, never released (releaseAll
+   * included), so nobody else can take it for `ttlMs` whatever this process does next.
+   */
+  async claim(resources: string | readonly string[], ttlMs: number): Promise<boolean> {
+    const lock = await this.tryAcquire(resources, ttlMs, {});
+    if (!lock) return false;
+    // Done with, as far as this engine goes: its end is reported now, and nothing will release it.
+    this.#parts.held.release(lock);
+    return true;
+  }
+
   using<T>(resources: string | readonly string[], ttlMs: number, routine: LockedRoutine<T>, options: UsingOptions): Promise<T> {
     return runInSession(() => this.enter(resources, ttlMs, options), routine);
   }

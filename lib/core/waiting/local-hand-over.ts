@@ -26,6 +26,7 @@ export class LocalHandOver {
   readonly #sleepingHeads = new Map<string, Waiter[]>();
   readonly #streaks = new Map<string, { count: number; limit: number }>();
   readonly #holders = new Map<string, Lock>();
+  #pruneAt = 64;
 
   constructor(
     private readonly engine: LockEngine,
@@ -45,6 +46,13 @@ export class LocalHandOver {
 
   held(line: string, lock: Lock): void {
     this.#holders.set(line, lock);
+    if (this.#holders.size >= this.#pruneAt) this.#prune();
+  }
+
+  /** Locks never released (a claim is left to expire) would stay here for good: dropped once expired, at amortised O(1). */
+  #prune(): void {
+    for (const [line, holder] of this.#holders) if (holder.remainingMs() <= 0) this.#holders.delete(line);
+    this.#pruneAt = Math.max(64, this.#holders.size * 2);
   }
 
   /** Runs `sleep` with `waiter` registered as a head that a release may hand the hold to. */

@@ -1,0 +1,48 @@
+import { describe, expect, it } from 'vitest';
+import { InMemoryRedlock } from '../../lib/testing/index.js';
+import { PATIENT, separateEngine } from '../support/masters.js';
+import { heldEverywhere } from '../support/enlisted.js';
+import { fileFleet } from '../support/file-fleet.js';
+
+const { fleet: masters, opened } = fileFleet(3);
+
+const engine = () => separateEngine(masters().urls(), opened, PATIENT);
+
+describe('claim: a lock left to expire', () => {
+  it('is taken once: the claimer and everyone else are refused until its ttl is over, whatever the claimer does', async () => {
+    const a = await engine();
+    const b = await engine();
+    expect(await a.redlock.claim('job#tick:1', 60_000)).toBe(true);
+    await heldEverywhere(a.clients, 'redlock:job#tick:1');
+    expect(await a.redlock.claim('job#tick:1', 60_000)).toBe(false);
+    expect(await b.redlock.claim('job#tick:1', 60_000)).toBe(false);
+    expect(await b.redlock.tryAcquire('job#tick:1', 60_000)).toBeNull();
+    // Not held as far as the engine goes: releaseAll at shutdown leaves it on the masters.
+    expect(a.redlock.heldLocks.size).toBe(0);
+    await a.redlock.releaseAll();
+    expect(await b.redlock.claim('job#tick:1', 60_000)).toBe(false);
+    // Its ttl on every master is the one it was claimed with, less the time gone.
+    const ttls = await Promise.all(a.clients.map((client) => client.pttl('redlock:job#tick:1')));
+    for (const ttl of ttls) expect(ttl).toBeGreaterThan(50_000);
+  });
+
+  it('lapses at its ttl, and a resource another owner holds cannot be claimed', async () => {
+    const a = await engine();
+    const b = await engine();
+    expect(await a.redlock.claim('lease', 50)).toBe(true);
+    await expect.poll(() => b.redlock.claim('lease', 60_000), { interval: 20 }).toBe(true);
+    const held = await a.redlock.acquire('held', 60_000);
+    expect(await b.redlock.claim('held', 60_000)).toBe(false);
+    await held.release();
+    expect(await b.redlock.claim('held', 60_000)).toBe(true);
+  });
+
+  it('works alike on the in-memory engine', async () => {
+    const redlock = new InMemoryRedlock();
+    expect(await redlock.claim('tick', 60_000)).toBe(true);
+    expect(await redlock.claim('tick', 60_000)).toBe(false);
+    await redlock.releaseAll();
+    expect(await redlock.claim('tick', 60_000)).toBe(false);
+    redlock.close();
+  });
+});
