@@ -42,7 +42,7 @@ export interface WithLockOptions {
   /** At most this many calls hold the key at once, across every replica (a semaphore). Default 1. */
   limit?: number;
   /**
-   * For a scheduled job (`@Cron`, `@Interval` or `@Timeout` of @nestjs/schedule on the same
+   * For a scheduled job (`@Cron`, `@Interval` or `@Timeout` of `@nestjs/schedule` on the same
    * method): a run claims its tick across replicas, not only the lock, so a tick runs at most
    * once even when the job ends long before another replica's timer fires for the same tick.
    * A run that finds its tick claimed is skipped, as `onLocked: 'skip'` skips one that finds the
