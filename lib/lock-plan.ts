@@ -82,6 +82,11 @@ export class LockPlanner {
 
     // Left out (undefined), an option takes its default; anything else given is checked, null included.
     const { defaultTtlMs, defaultWait, maxTtlMs } = this.settings;
+    // A misspelt option (oncePerTic, ttl) would otherwise be a lock that quietly works otherwise than written.
+    const unknown = Object.keys(metadata.options).filter((name) => !WITH_LOCK_OPTIONS.has(name));
+    if (unknown.length > 0) {
+      throw new RedlockConfigError(`@WithLock on ${site}: unknown option ${unknown.map((name) => `'${name}'`).join(', ')} (known: ${[...WITH_LOCK_OPTIONS].join(', ')})`);
+    }
     const { oncePerTick = false } = metadata.options;
     if (typeof oncePerTick !== 'boolean') {
       throw new RedlockConfigError(`@WithLock on ${site}: oncePerTick must be true or false (got ${formatValue(oncePerTick)})`);
@@ -120,6 +125,9 @@ export class LockPlanner {
     };
   }
 }
+
+/** Every option `@WithLock` takes (WithLockOptions). */
+const WITH_LOCK_OPTIONS: ReadonlySet<string> = new Set<keyof WithLockOptions>(['ttlMs', 'onLocked', 'waitTimeoutMs', 'autoExtend', 'mode', 'limit', 'oncePerTick']);
 
 /** `mode` and `limit` as the engine takes them, checked at bootstrap; absent when they are the defaults. */
 function lockKind(site: string, options: Readonly<WithLockOptions>): Pick<UsingOptions, 'mode' | 'limit'> {

@@ -3,7 +3,7 @@ import { writeFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { Injectable } from '@nestjs/common';
-import { Cron, Interval, ScheduleModule } from '@nestjs/schedule';
+import { Cron, Interval, ScheduleModule, Timeout } from '@nestjs/schedule';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { RedlockConfigError, RedlockModule, WithLock, type WithLockOptions } from '../../lib/index.js';
 import { closeAll, createApp, fleetOptions } from './nest-helpers.js';
@@ -157,13 +157,48 @@ describe('oncePerTick bootstrap checks', () => {
     expect(await bootError({ oncePerTick: true, onLocked: 'skip' }, Interval(60_000))).toBeUndefined();
   });
 
-  it('refuses it on a method with no schedule, one that would wait or fail, and a non-boolean', async () => {
+  it('refuses it on a method with no schedule, one that would wait or fail, a misspelt option and a non-boolean', async () => {
     const noSchedule = await bootError({ oncePerTick: true });
     expect(noSchedule).toBeInstanceOf(RedlockConfigError);
     expect((noSchedule as Error).message).toMatch(/@WithLock on Job\.run: oncePerTick is for scheduled jobs; put @Cron, @Interval or @Timeout/);
     const waits = await bootError({ oncePerTick: true, onLocked: 'wait' }, Interval(60_000));
     expect((waits as Error).message).toMatch(/oncePerTick skips a run whose tick another replica took; it cannot also wait/);
+    const misspelt = await bootError({ oncePerTic: true } as WithLockOptions, Interval(60_000));
+    expect((misspelt as Error).message).toMatch(/@WithLock on Job\.run: unknown option 'oncePerTic' \(known: ttlMs, onLocked, waitTimeoutMs, autoExtend, mode, limit, oncePerTick\)/);
     const notBoolean = await bootError({ oncePerTick: 'yes' as unknown as boolean }, Interval(60_000));
     expect((notBoolean as Error).message).toMatch(/oncePerTick must be true or false \(got .yes.\)/);
+  });
+});
+
+describe('oncePerTick on a @Timeout job', () => {
+  it('runs it once for replicas started within its delay, where onLocked: skip alone runs it on each', async () => {
+    const runs: string[] = [];
+    let ran: (() => void) | undefined;
+    @Injectable()
+    class StartupJob {
+      @Timeout(50)
+      @WithLock('job:startup', { oncePerTick: true })
+      async warm() {
+        runs.push('once');
+        ran?.();
+      }
+
+      @Timeout(50)
+      @WithLock('job:startup-control', { onLocked: 'skip' })
+      async warmControl() {
+        runs.push('control');
+      }
+    }
+    const debug: string[] = [];
+    const logger = { warn: () => {}, debug: (message: string) => debug.push(message) };
+    const app = () => createApp({ imports: [ScheduleModule.forRoot(), RedlockModule.forRoot({ ...fleetOptions(fleet), logger })], providers: [StartupJob] });
+    const first = new Promise<void>((resolve) => (ran = resolve));
+    await app();
+    await first;
+    // The second replica starts once the first has run and released the job's lock: only the claim keeps it from running again.
+    await app();
+    await expect.poll(() => debug).toContain('StartupJob.warm skipped: this deploy has run already');
+    await expect.poll(() => runs.filter((run) => run === 'control').length).toBe(2);
+    expect(runs.filter((run) => run === 'once')).toEqual(['once']);
   });
 });
