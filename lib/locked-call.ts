@@ -23,15 +23,16 @@ export async function runLocked<T>(
   let ran = false;
   /** `oncePerTick`: set when the run's tick had been claimed already, and the run skipped. */
   let taken: Tick | undefined;
-  const locked = () => {
+  const locked = async () => {
     const resources = plan.key.resolve(args);
-    return redlock.using<Awaited<T> | undefined>(resources, plan.ttlMs, async (): Promise<Awaited<T> | undefined> => {
-      // Under the job's lock, so the tick is claimed only by a run that will run it now.
-      const tick = plan.ticks?.now();
-      if (tick && !(await redlock.claim(resources.map((resource) => resource + tick.suffix), tick.ttlMs))) {
-        taken = tick;
-        return undefined;
-      }
+    // The tick first, then the job's lock: a call whose tick was taken never holds the job's lock,
+    // so it cannot make the call that claims the next tick find it held and skip.
+    const tick = plan.ticks?.now();
+    if (tick && !(await redlock.claim(resources.map((resource) => resource + tick.suffix), tick.ttlMs))) {
+      taken = tick;
+      return undefined;
+    }
+    return redlock.using<Awaited<T>>(resources, plan.ttlMs, async (): Promise<Awaited<T>> => {
       ran = true;
       plan.skips?.recovered();
       const held = plan.holds.start();

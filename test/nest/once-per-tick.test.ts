@@ -16,7 +16,7 @@ const LOADER = new URL('../support/ts-loader/register.mjs', import.meta.url).hre
 
 /** How long the replicas run: short in `npm test`; TICK_TEST_SECONDS=75 for the long run (docs/SAFETY.md). */
 const RUN_SECONDS = Number(process.env['TICK_TEST_SECONDS'] ?? 9);
-const INTERVAL_MS = 500;
+const INTERVAL_MS = 1_000;
 /** What job-ticks.ts leases an interval job's tick for. */
 const LEASE_MS = INTERVAL_MS - Math.min(INTERVAL_MS / 10, 250);
 /** The third replica's clock is this far behind: its cron timers fire that much late. */
@@ -122,11 +122,12 @@ describe('oncePerTick on @nestjs/schedule jobs, three replicas, one with its clo
       expect([...control.values()].filter((count) => count > 1).length).toBeGreaterThan(control.size / 2);
 
       // Interval, a lease per tick: runs at least the lease apart (less the claim's round trips),
-      // and no interval left without one.
+      // and no interval left without one (a missed tick leaves two intervals between runs; a late
+      // timer, under load, a few hundred ms more than one).
       const interval = gaps(runs, 'interval', from, to);
       expect(interval.length).toBeGreaterThanOrEqual(((to - from) / INTERVAL_MS) * 0.6);
       expect(interval.filter((gap) => gap < LEASE_MS - 100)).toEqual([]);
-      expect(interval.filter((gap) => gap >= 2 * INTERVAL_MS)).toEqual([]);
+      expect(interval.filter((gap) => gap >= 1.8 * INTERVAL_MS)).toEqual([]);
       // The control: three replicas' timers, spread over the interval, each run.
       expect(gaps(runs, 'interval-control', from, to).filter((gap) => gap < LEASE_MS - 100).length).toBeGreaterThan(interval.length / 2);
     } finally {
