@@ -21,7 +21,7 @@ import { PATH_METADATA } from '@nestjs/common/constants.js';
 import { Reflector } from '@nestjs/core';
 import { Observable } from 'rxjs';
 import request from 'supertest';
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import {
   LockHeldError,
   type RedlockError,
@@ -302,8 +302,9 @@ describe('a decorated route', () => {
     const masters = directClients(fleet);
     const res = await request(url).get('/work/throws/6');
     expect(res.status).toBe(500);
-    // Released before the error reached the client, on every master.
-    expect(await mastersHolding(masters, 'redlock:work:6')).toBe(0);
+    // Released before the error reached the client: by a quorum (2 of 3) then, the last master may follow.
+    expect(await mastersHolding(masters, 'redlock:work:6')).toBeLessThanOrEqual(1);
+    await vi.waitFor(async () => expect(await mastersHolding(masters, 'redlock:work:6')).toBe(0));
     expect((await request(url).get('/work/try/6')).status).toBe(200);
   });
 
