@@ -33,7 +33,7 @@ export interface LockPlan {
   readonly holds: HoldTimes;
   /** Under `onLocked: 'skip'`: where skipped calls are noted (held elsewhere at debug, masters unavailable once per episode). */
   readonly skips: SkippedCalls | undefined;
-  /** `oncePerTick`: the job's ticks, each claimed by the run that holds the lock (see job-ticks.ts). */
+  /** `oncePerTick`: the job's ticks, each claimed by a run before it takes the lock (see job-ticks.ts). */
   readonly ticks: JobTicks | undefined;
 }
 

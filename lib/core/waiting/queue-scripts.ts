@@ -29,9 +29,9 @@ export const QUEUE_ENTRY_STAY_MS = 1_000;
  *   (anyone may PUBLISH): the waiter asks the master (CONFIRM_SCRIPT) and reckons its validity
  *   from that answer (docs/GUARANTEES.md, "Server-side hand-off"). A reader at the
  *   head: the key takes the readers' marker for `stay` ms and every reader ahead of the next
- *   writer is woken (wakeReaders). Any other head gets a reservation ("~" + its id, which no token can equal) for as long as its entry
- *   lives, at most `stay` ms: nobody else can slip in, not even a caller trying a plain SET NX,
- *   while the head comes to take it with a full round of its own; its entry lapses with the
+ *   writer is woken (wakeReaders). Any other head gets a reservation ("~" + its id, which no
+ *   token can equal) for as long as its entry lives, at most `stay` ms: nobody else can slip
+ *   in, not even a caller trying a plain SET NX, while the head comes to take it with a full round of its own; its entry lapses with the
  *   reservation unless it comes, and the runner-up is told to look again by then (nameHead), so a
  *   crashed head costs the others about `stay`. Else the key is deleted, and
  *   a queue whose entries all died is told so ('' on the key's channel wakes anyone listening).
@@ -112,10 +112,13 @@ end
 -- gave it: its entry lapses \`stay\` from now unless its waiter enlists again (same ticket, same
 -- place). The runner-up, whom nobody else would name, is told to look again by then: a hint,
 -- which costs it no round if the head comes and its release names the runner-up first.
-local function nameHead(key, q, now, stay, head, deadline, entry, second)
+local function cutToStay(q, id, entry, deadline, now, stay)
   if deadline > now + stay then
-    redis.call('HSET', q, head, (string.gsub(entry, '^(%S+) %S+', '%1 ' .. (now + stay), 1)))
+    redis.call('HSET', q, id, (string.gsub(entry, '^(%S+) %S+', '%1 ' .. (now + stay), 1)))
   end
+end
+local function nameHead(key, q, now, stay, head, deadline, entry, second)
+  cutToStay(q, head, entry, deadline, now, stay)
   redis.call('PUBLISH', wakeChannel(head), head .. ' ' .. key)
   if second then redis.call('PUBLISH', wakeChannel(second), second .. '+' .. stay .. ' ' .. key) end
 end
@@ -134,18 +137,16 @@ local function wakeReaders(key, q, now, stay, freed)
     t, d = tonumber(t), tonumber(d)
     if d >= now then
       if tag == '${READ.marker}' then
-        readers[#readers + 1] = j
+        readers[#readers + 1] = { entries[j], entries[j + 1], t, d }
       elseif not other or t < other or (t == other and entries[j] < otherId) then
         other, otherId = t, entries[j]
       end
     end
   end
-  for _, j in ipairs(readers) do
-    local id, entry = entries[j], entries[j + 1]
-    local t, d = string.match(entry, '^(%S+) (%S+)')
-    t, d = tonumber(t), tonumber(d)
+  for _, reader in ipairs(readers) do
+    local id, entry, t, d = reader[1], reader[2], reader[3], reader[4]
     if (freed or d > now + stay) and (not other or t < other or (t == other and id < otherId)) then
-      if d > now + stay then redis.call('HSET', q, id, (string.gsub(entry, '^(%S+) %S+', '%1 ' .. (now + stay), 1))) end
+      cutToStay(q, id, entry, d, now, stay)
       redis.call('PUBLISH', wakeChannel(id), id .. ' ' .. key)
     end
   end
