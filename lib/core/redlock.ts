@@ -133,7 +133,8 @@ export class Redlock extends EventEmitter implements LockEngine {
    * never extended and never released, not even by `releaseAll` at shutdown. For "at most once per
    * `ttlMs`" across processes (a scheduled job's tick, a lease), where releasing early would let
    * another process do the same again. Resolves true when this call took it, false when another
-   * owner holds it; rejects as `tryAcquire` does (too few masters, bad arguments).
+   * owner holds it; rejects as `tryAcquire` does (too few masters, bad arguments). Its ttl does
+   * not lengthen the restart quarantine's window, which stays the longest lock ttl.
    */
   claim(resources: string | readonly string[], ttlMs: number): Promise<boolean> {
     return this.#core.claim(resources, ttlMs);

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import type { RedlockOptions } from '../../lib/core/index.js';
 import { InMemoryRedlock } from '../../lib/testing/index.js';
 import { PATIENT, separateEngine } from '../support/masters.js';
 import { heldEverywhere } from '../support/enlisted.js';
@@ -6,7 +7,7 @@ import { fileFleet } from '../support/file-fleet.js';
 
 const { fleet: masters, opened } = fileFleet(3);
 
-const engine = () => separateEngine(masters().urls(), opened, PATIENT);
+const engine = (options: RedlockOptions = {}) => separateEngine(masters().urls(), opened, { ...PATIENT, ...options });
 
 describe('claim: a lock left to expire', () => {
   it('is taken once: the claimer and everyone else are refused until its ttl is over, whatever the claimer does', async () => {
@@ -35,6 +36,23 @@ describe('claim: a lock left to expire', () => {
     expect(await b.redlock.claim('held', 60_000)).toBe(false);
     await held.release();
     expect(await b.redlock.claim('held', 60_000)).toBe(true);
+  });
+
+  it("leaves the restart quarantine's window at the longest lock ttl: a day-long claim does not stop the locks held or to come", async () => {
+    // The window is the longest ttl used (restartQuarantineMs left at its default): 1 s here.
+    const { redlock } = await engine({ restartQuarantineMs: 'max-ttl' });
+    redlock.expectTtl(1_000);
+    await expect.poll(async () => (await redlock.checkMasters()).available, { interval: 50, timeout: 10_000 }).toBe(true);
+    const held = await redlock.acquire('work', 1_000);
+    expect(await redlock.claim('daily-report#tick:1', 86_400_000)).toBe(true);
+    // With the claim's ttl as the window, every master (up for seconds) would be young again.
+    expect((await redlock.checkMasters()).available).toBe(true);
+    await held.extend(1_000);
+    expect(held.remainingMs()).toBeGreaterThan(0);
+    await held.release();
+    const next = await redlock.tryAcquire('work', 1_000);
+    expect(next).not.toBeNull();
+    await next!.release();
   });
 
   it('works alike on the in-memory engine', async () => {

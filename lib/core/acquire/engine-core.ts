@@ -32,17 +32,27 @@ export class EngineCore {
   ) {
     this.#parts = parts;
     this.#acquirer = new LockAcquirer(parts);
-    const acquireChecked = (list: string[], ttlMs: number, options: UsingOptions) => this.#acquirer.acquire(list, ttlMs, options, true);
+    const acquireChecked = (list: string[], ttlMs: number, options: UsingOptions) => {
+      parts.quarantine?.observeTtl(ttlMs);
+      return this.#acquirer.acquire(list, ttlMs, options, true);
+    };
     this.#sessions = { engine, maxResources: parts.options.maxResources, maxTtlMs: parts.options.maxTtlMs, acquireChecked };
   }
 
   /** Async: a call's bad argument rejects the promise, as everything else that goes wrong does. */
   async acquire(resources: string | readonly string[], ttlMs: number, options: AcquireOptions): Promise<Lock> {
-    return this.#acquirer.acquire(checkCall(resources, ttlMs, options, this.#parts.options), ttlMs, options, true);
+    const list = checkCall(resources, ttlMs, options, this.#parts.options);
+    this.#parts.quarantine?.observeTtl(ttlMs);
+    return this.#acquirer.acquire(list, ttlMs, options, true);
   }
 
   async tryAcquire(resources: string | readonly string[], ttlMs: number, options: Pick<AcquireOptions, 'fencing' | 'mode' | 'limit'>): Promise<Lock | null> {
     const list = checkCall(resources, ttlMs, options, this.#parts.options);
+    this.#parts.quarantine?.observeTtl(ttlMs);
+    return this.#oneRound(list, ttlMs, options);
+  }
+
+  async #oneRound(list: string[], ttlMs: number, options: Pick<AcquireOptions, 'fencing' | 'mode' | 'limit'>): Promise<Lock | null> {
     try {
       return await this.#acquirer.acquire(list, ttlMs, oneRound(options), false);
     } catch (error) {
@@ -54,9 +64,15 @@ export class EngineCore {
   /**
    * One round for the lock; won, it is left to expire: never extended, never released (releaseAll
    * included), so nobody else can take it for `ttlMs` whatever this process does next.
+   *
+   * Its ttl does not lengthen the restart quarantine's window: a daily job's claim lives a day,
+   * and a window of a day would stop every lock of the app whenever a master is younger than
+   * that (and lose the locks held when the claim is made, their extensions refused). What a
+   * master forgets of a claim matters only to a replica that claims the same tick again after
+   * the restart, later than the window (docs/jobs-and-transports.md, "Once per tick").
    */
   async claim(resources: string | readonly string[], ttlMs: number): Promise<boolean> {
-    const lock = await this.tryAcquire(resources, ttlMs, {});
+    const lock = await this.#oneRound(checkCall(resources, ttlMs, {}, this.#parts.options), ttlMs, {});
     if (!lock) return false;
     // Done with, as far as this engine goes: its end is reported now, and nothing will release it.
     this.#parts.held.release(lock);

@@ -61,7 +61,6 @@ export class LockAcquirer {
     const { options: engineOptions, localQueue, entries } = this.#parts;
     const wait = resolveWait(options, engineOptions);
     const kind = this.#parts.kinds.of(kindOf(options));
-    this.#parts.quarantine?.observeTtl(ttlMs);
     const fencing = options.fencing ?? engineOptions.fencing;
     const keys: string[] = []; // packed, see runRound
     for (const resource of list) keys.push(this.#parts.names.lock(resource));
