@@ -4,6 +4,9 @@ export type { LockMode } from './lock/lock-kind.js';
 export type { RedlockEngine } from './redlock-engine.js';
 export { Lock, type LockSummary, type ReleaseResult } from './lock/lock.js';
 export { LockSession } from './acquire/lock-session.js';
+export { Election, type CampaignOptions, type ElectionOptions } from './election/election.js';
+export { Leadership, type LeadershipEnd } from './election/leadership.js';
+export type { LeaderInfo } from './election/leader-records.js';
 export type { NodeOutcome, NodeStatus } from './base/node-outcome.js';
 export type {
   AcquireObserver,

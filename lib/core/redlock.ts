@@ -12,6 +12,8 @@ import type { RedisNode } from './voters/redis-node.js';
 import { prepareClusterVoters, votersFrom } from './voters/voters.js';
 import { ClusterVoter } from './voters/cluster-voter.js';
 import { KeyNames } from './rounds/key-names.js';
+import { Election, type ElectionEngine, type ElectionOptions } from './election/election.js';
+import { MasterLeaderRecords } from './election/leader-records.js';
 import { LocalHandOver } from './waiting/local-hand-over.js';
 import { LocalQueue } from './waiting/local-queue.js';
 import { QueueEntries } from './waiting/queue-entries.js';
@@ -48,6 +50,8 @@ export class Redlock extends EventEmitter implements LockEngine {
   readonly #wakeups: ReleaseWakeups | undefined;
   /** What every engine does over its masters: acquire calls, sessions, held locks, extensions, releases. */
   readonly #core: EngineCore;
+  /** Where elections say who leads them, on these masters. */
+  readonly #leaderRecords: MasterLeaderRecords;
   /** Per kind of round, what tells the instrumentation of a master's failure: made once, not per round. */
   readonly #masterFailures: Record<RoundOperation, (index: number, failure: MasterFailure) => void> | undefined;
 
@@ -98,6 +102,7 @@ export class Redlock extends EventEmitter implements LockEngine {
       handsOff,
       held: (lock, round, waiter, queuing, since) => held.add(lock, round, waiter, queuing, since),
     });
+    this.#leaderRecords = new MasterLeaderRecords(rounds);
     this.#core = new EngineCore(this, {
       quorum: this.quorum,
       options: this.options,
@@ -165,6 +170,21 @@ export class Redlock extends EventEmitter implements LockEngine {
    */
   enter(resources: string | readonly string[], ttlMs: number, options: UsingOptions = {}): Promise<LockSession> {
     return this.#core.enter(resources, ttlMs, options);
+  }
+
+  /**
+   * A named leader election on these masters: `campaign` waits to lead it and returns the
+   * Leadership (its term a fencing token, its signal aborting when it ends), `leader()` says who
+   * leads without campaigning. The leader holds the lock on `election:<name>` (do not lock that
+   * resource yourself), renewed while it lives; `releaseAll` resigns it.
+   */
+  election(name: string, options: ElectionOptions = {}): Election {
+    const engine: ElectionEngine = {
+      acquire: (resource, ttlMs, acquireOptions) => this.acquire(resource, ttlMs, acquireOptions),
+      records: this.#leaderRecords,
+      maxTtlMs: this.options.maxTtlMs,
+    };
+    return new Election(engine, name, options);
   }
 
   /**

@@ -19,6 +19,8 @@ import { IN_MEMORY_MASTER, MemoryLockStore, UNREACHABLE } from './memory-lock-st
 import { memoryKinds } from './memory-kinds/memory-kinds.js';
 import type { MemoryHoldKind } from './memory-kinds/memory-kind.js';
 import { WaitingCount } from './waiting-count.js';
+import { MemoryLeaderRecords } from './memory-leader-records.js';
+import { Election, type ElectionEngine, type ElectionOptions } from '../core/election/election.js';
 
 export { IN_MEMORY_MASTER };
 
@@ -59,6 +61,7 @@ export class InMemoryRedlock extends EventEmitter implements RedlockEngine, Lock
   /** Per resource, the token another owner holds it with (holdElsewhere). */
   readonly #elsewhere = new Map<string, string>();
   readonly #core: EngineCore;
+  readonly #leaderRecords = new MemoryLeaderRecords();
 
   constructor(options: RedlockOptions = {}) {
     super();
@@ -105,6 +108,16 @@ export class InMemoryRedlock extends EventEmitter implements RedlockEngine, Lock
   /** As `Redlock.claim`: one round; won, the lock is left to expire, never released. */
   claim(resources: string | readonly string[], ttlMs: number): Promise<boolean> {
     return this.#core.claim(resources, ttlMs);
+  }
+
+  /** As `Redlock.election`: a leader election among this engine's callers. */
+  election(name: string, options: ElectionOptions = {}): Election {
+    const engine: ElectionEngine = {
+      acquire: (resource, ttlMs, acquireOptions) => this.acquire(resource, ttlMs, acquireOptions),
+      records: this.#leaderRecords,
+      maxTtlMs: this.options.maxTtlMs,
+    };
+    return new Election(engine, name, options);
   }
 
   /** As `Redlock.using`: acquires, extends while `routine` runs, always releases. */

@@ -9,7 +9,7 @@ import { SHARED_ACQUIRE_SCRIPT, SHARED_EXTEND_SCRIPT, SHARED_FENCE_SCRIPT, SHARE
 // How a Redis Cluster voter cuts the shared holders' scripts by hash slot and puts their replies
 // together, without a cluster (test/cluster/cluster-shared-holds.test.ts runs them on one).
 
-const PREFIXES = { keyPrefix: 'redlock:', queueKeyPrefix: 'redlock-queue:', fenceKeyPrefix: 'redlock-fence:', holdersKeyPrefix: 'redlock-holders:' };
+const PREFIXES = { keyPrefix: 'redlock:', queueKeyPrefix: 'redlock-queue:', fenceKeyPrefix: 'redlock-fence:', holdersKeyPrefix: 'redlock-holders:', leaderKeyPrefix: 'redlock-leader:' };
 const names = new KeyNames(PREFIXES, true);
 
 /** Three resources: a and c in one slot, b in another. */
@@ -40,10 +40,10 @@ describe('KeyNames with a Cluster voter', () => {
   });
 
   it('takes prefixes that carry one and the same hash tag, and refuses prefixes whose tags differ', () => {
-    const tagged = new KeyNames({ keyPrefix: '{app}l:', queueKeyPrefix: '{app}q:', fenceKeyPrefix: '{app}f:', holdersKeyPrefix: '{app}h:' }, true);
+    const tagged = new KeyNames({ keyPrefix: '{app}l:', queueKeyPrefix: '{app}q:', fenceKeyPrefix: '{app}f:', holdersKeyPrefix: '{app}h:', leaderKeyPrefix: '{app}e:' }, true);
     expect(new Set([tagged.lock('}x'), tagged.holders('y'), tagged.queue('z')].map(keySlot)).size).toBe(1);
     expect(() => new KeyNames({ ...PREFIXES, holdersKeyPrefix: '{h}:' }, true)).toThrow(/holdersKeyPrefix/);
-    expect(() => new KeyNames({ ...PREFIXES, keyPrefix: 'a{}:', queueKeyPrefix: 'a{}q:', fenceKeyPrefix: 'a{}f:', holdersKeyPrefix: 'a{}h:' }, true)).toThrow(InvalidArgumentError);
+    expect(() => new KeyNames({ ...PREFIXES, keyPrefix: 'a{}:', queueKeyPrefix: 'a{}q:', fenceKeyPrefix: 'a{}f:', holdersKeyPrefix: 'a{}h:', leaderKeyPrefix: 'a{}e:' }, true)).toThrow(InvalidArgumentError);
     // Without a Cluster voter, braces are only characters.
     expect(new KeyNames({ ...PREFIXES, holdersKeyPrefix: '{h}:' }, false).holders('x')).toBe('{h}:x');
   });

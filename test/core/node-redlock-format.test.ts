@@ -10,7 +10,7 @@ import { RedisFleet } from '../support/redis-fleet.js';
 // resource, so that both libraries exclude each other), long ttls asked for knowingly, and every
 // round's outcomes on the errors and locks that node-redlock users inspect.
 
-const PREFIXES = { keyPrefix: '', queueKeyPrefix: 'redlock-queue:', fenceKeyPrefix: 'redlock-fence:', holdersKeyPrefix: 'redlock-holders:' };
+const PREFIXES = { keyPrefix: '', queueKeyPrefix: 'redlock-queue:', fenceKeyPrefix: 'redlock-fence:', holdersKeyPrefix: 'redlock-holders:', leaderKeyPrefix: 'redlock-leader:' };
 const BARE = { ...PREFIXES, keyFormat: 'node-redlock' as const };
 
 /** Redis Cluster's hash slot input of a key: its hash tag if it has one, else the whole key. */

@@ -131,6 +131,12 @@ export class Lock {
   }
 
   /**
+   * @internal An election leader's lease: renewed for as long as the leader lives, so
+   * `maxExtensions` (which keeps a forgotten lock from being extended for ever) does not apply.
+   */
+  isLease = false;
+
+  /**
    * What every master did in each acquire round of the call that got this lock, oldest first,
    * the winning round last (node-redlock's `attempts`); empty when it came without a round of
    * its own (handed over by a caller of this process, or granted by a release on the masters).
@@ -333,7 +339,7 @@ export function startExtension(
   if (lock.released) throw new LockLostError(lock.resources, 'released');
   // A lock past its validity may already belong to someone else; reviving it would hide that.
   if (lock.remainingMs() <= 0) throw new LockLostError(lock.resources, 'validity expired before the extension');
-  if (lock.extensions >= options.maxExtensions) throw new ExtensionLimitError(lock.resources, options.maxExtensions);
+  if (!lock.isLease && lock.extensions >= options.maxExtensions) throw new ExtensionLimitError(lock.resources, options.maxExtensions);
   const start = monotonicNow();
   lock.narrowed(start + validityLeftMs(ttlMs, start, start, options.driftFactor), ttlMs);
   return start;

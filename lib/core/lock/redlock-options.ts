@@ -82,6 +82,8 @@ export interface RedlockOptions extends WaitOptions {
   queueKeyPrefix?: string;
   /** Prefix of the per-resource hashes of readers and permit holders (`mode: 'read'`, `limit`). Default `"redlock-holders:"`. */
   holdersKeyPrefix?: string;
+  /** Prefix of the keys that say who leads an election (`redlock.election()`) and in which term. Default `"redlock-leader:"`. */
+  leaderKeyPrefix?: string;
   /**
    * Wake waiters the moment a lock is released (one subscriber connection per master per
    * engine, opened on first contention) instead of polling. Default true.
@@ -156,6 +158,7 @@ export interface ResolvedRedlockOptions {
   readonly fenceRetentionMs: number;
   readonly queueKeyPrefix: string;
   readonly holdersKeyPrefix: string;
+  readonly leaderKeyPrefix: string;
   readonly wakeups: boolean;
   readonly handOff: boolean;
   /** A fixed window, `'max-ttl'` for the longest ttl used, or false for off. */
@@ -171,6 +174,7 @@ const DEFAULTS = {
   fenceKeyPrefix: 'redlock-fence:',
   queueKeyPrefix: 'redlock-queue:',
   holdersKeyPrefix: 'redlock-holders:',
+  leaderKeyPrefix: 'redlock-leader:',
   driftFactor: 0.01,
   maxExtensions: 1000,
   maxResources: 1000,
@@ -208,6 +212,7 @@ export function resolveOptions(options: RedlockOptions = {}): ResolvedRedlockOpt
     fenceRetentionMs: given(options.fenceRetentionMs, DEFAULTS.fenceRetentionMs),
     queueKeyPrefix: given(options.queueKeyPrefix, DEFAULTS.queueKeyPrefix),
     holdersKeyPrefix: given(options.holdersKeyPrefix, DEFAULTS.holdersKeyPrefix),
+    leaderKeyPrefix: given(options.leaderKeyPrefix, DEFAULTS.leaderKeyPrefix),
     wakeups: given(options.wakeups, true),
     handOff: given(options.handOff, true),
     restartQuarantineMs: given(options.restartQuarantineMs, 'max-ttl' as const),
@@ -253,12 +258,12 @@ export function resolveOptions(options: RedlockOptions = {}): ResolvedRedlockOpt
  * is another resource's queue or fence key (`keyPrefix: ''` and resource `redlock-queue:x` would
  * take over x's queue), or its release channel is a process's wake-up channel.
  */
-function checkPrefixes(names: Pick<ResolvedRedlockOptions, 'keyFormat' | 'keyPrefix' | 'fenceKeyPrefix' | 'queueKeyPrefix' | 'holdersKeyPrefix'>): void {
-  type Prefix = 'keyPrefix' | 'fenceKeyPrefix' | 'queueKeyPrefix' | 'holdersKeyPrefix' | 'wake-up channel';
+function checkPrefixes(names: Pick<ResolvedRedlockOptions, 'keyFormat' | 'keyPrefix' | 'fenceKeyPrefix' | 'queueKeyPrefix' | 'holdersKeyPrefix' | 'leaderKeyPrefix'>): void {
+  type Prefix = 'keyPrefix' | 'fenceKeyPrefix' | 'queueKeyPrefix' | 'holdersKeyPrefix' | 'leaderKeyPrefix' | 'wake-up channel';
   // A bare lock key (node-redlock's) has no prefix to collide: KeyNames refuses a resource in another prefix's space.
   const prefixes = names.keyFormat === 'node-redlock'
-    ? (['fenceKeyPrefix', 'queueKeyPrefix', 'holdersKeyPrefix'] as const)
-    : (['keyPrefix', 'fenceKeyPrefix', 'queueKeyPrefix', 'holdersKeyPrefix'] as const);
+    ? (['fenceKeyPrefix', 'queueKeyPrefix', 'holdersKeyPrefix', 'leaderKeyPrefix'] as const)
+    : (['keyPrefix', 'fenceKeyPrefix', 'queueKeyPrefix', 'holdersKeyPrefix', 'leaderKeyPrefix'] as const);
   for (const name of prefixes) {
     if (typeof names[name] !== 'string') throw new InvalidArgumentError(name, names[name], 'expected a string');
   }

@@ -6,6 +6,7 @@ type Prefixes = {
   readonly queueKeyPrefix: string;
   readonly fenceKeyPrefix: string;
   readonly holdersKeyPrefix: string;
+  readonly leaderKeyPrefix: string;
 };
 
 /**
@@ -33,7 +34,7 @@ export class KeyNames {
   ) {
     this.#bare = prefixes.keyFormat === 'node-redlock';
     if (this.#bare && hashTags) {
-      for (const name of ['queueKeyPrefix', 'fenceKeyPrefix', 'holdersKeyPrefix'] as const) {
+      for (const name of ['queueKeyPrefix', 'fenceKeyPrefix', 'holdersKeyPrefix', 'leaderKeyPrefix'] as const) {
         if (/[{}]/.test(prefixes[name])) {
           throw new InvalidArgumentError(name, prefixes[name], "with keyFormat 'node-redlock' and a Redis Cluster voter, prefixes hold no '{' or '}' (the resource's slot decides)");
         }
@@ -60,9 +61,14 @@ export class KeyNames {
     return this.#name(this.prefixes.fenceKeyPrefix, resource);
   }
 
+  /** Who leads the election whose lock is on `resource`, and in which term. */
+  leader(resource: string): string {
+    return this.#name(this.prefixes.leaderKeyPrefix, resource);
+  }
+
   #bareLock(resource: string): string {
-    const { queueKeyPrefix, fenceKeyPrefix, holdersKeyPrefix } = this.prefixes;
-    for (const prefix of [queueKeyPrefix, fenceKeyPrefix, holdersKeyPrefix]) {
+    const { queueKeyPrefix, fenceKeyPrefix, holdersKeyPrefix, leaderKeyPrefix } = this.prefixes;
+    for (const prefix of [queueKeyPrefix, fenceKeyPrefix, holdersKeyPrefix, leaderKeyPrefix]) {
       // Its lock key would be another resource's queue, fence or holders key.
       if (resource.startsWith(prefix)) {
         throw new InvalidArgumentError('resource', resource, `with keyFormat 'node-redlock' a resource cannot begin with the engine's prefix ${JSON.stringify(prefix)}`);
@@ -99,7 +105,7 @@ function hasHashTag(key: string): boolean {
  * resource's names in different slots, where no script can touch them together: refused.
  */
 function checkPrefixTags(prefixes: Prefixes): boolean {
-  const names = ['keyPrefix', 'queueKeyPrefix', 'fenceKeyPrefix', 'holdersKeyPrefix'] as const;
+  const names = ['keyPrefix', 'queueKeyPrefix', 'fenceKeyPrefix', 'holdersKeyPrefix', 'leaderKeyPrefix'] as const;
   const tags = names.map((name) => {
     const prefix = prefixes[name];
     const open = prefix.indexOf('{');

@@ -1,0 +1,143 @@
+import { monotonicNow } from '../base/clock.js';
+import { timerDelay } from '../base/argument-checks.js';
+import { LockLostError, QuorumUnreachableError } from '../base/errors.js';
+import type { Lock } from '../lock/lock.js';
+
+/** How a leadership ended: the `'ended'` event of an election. */
+export interface LeadershipEnd {
+  /** The election's name. */
+  readonly election: string;
+  /** Who led. */
+  readonly identity: string;
+  /** The term that ended. */
+  readonly term: number;
+  /** `'resigned'`: `resign()`, or the engine released it (`releaseAll` at shutdown); `'lost'`: it could no longer be relied on. */
+  readonly reason: 'resigned' | 'lost';
+  /** For a loss: why (the renewal refused or unanswered, or the lease ran out while the process stalled). */
+  readonly error?: Error;
+  /** How long it led, in ms. */
+  readonly heldMs: number;
+}
+
+/** What a leadership tells its election. */
+export interface LeadershipHooks {
+  /** Each renewal that succeeded: the election refreshes its record of who leads. */
+  renewed(): void;
+  ended(end: LeadershipEnd): void;
+}
+
+/**
+ * Leadership of an election, won by `campaign`: a term that lasts while its lease is renewed.
+ * Its `signal` aborts when it ends, whichever way (the reason a LockLostError for a loss): give
+ * it to the work that only the leader may do, and use `term` as the fencing token of that work's
+ * writes.
+ */
+export class Leadership {
+  /** The election's name. */
+  readonly election: string;
+  /** What this leader campaigned as. */
+  readonly identity: string;
+  /** This leader's term: larger than every earlier leader's of the election. */
+  readonly term: number;
+  /** When it was won (wall clock). */
+  readonly since: Date;
+  readonly #lock: Lock;
+  readonly #leaseMs: number;
+  readonly #hooks: LeadershipHooks;
+  readonly #ends = new AbortController();
+  readonly #startedAt = monotonicNow();
+  #timer: NodeJS.Timeout | undefined;
+  #end: LeadershipEnd | undefined;
+
+  /** @internal Leaderships come from `election.campaign()`. */
+  constructor(lock: Lock, election: string, identity: string, leaseMs: number, hooks: LeadershipHooks) {
+    this.#lock = lock;
+    this.election = election;
+    this.identity = identity;
+    this.term = lock.fence ?? 0;
+    this.since = new Date();
+    this.#leaseMs = leaseMs;
+    this.#hooks = hooks;
+    this.signal = this.#ends.signal;
+  }
+
+  /** Aborts when this leadership ends: resigned, or lost (its reason then a LockLostError or the renewal's error). */
+  readonly signal: AbortSignal;
+
+  /** @internal Starts renewing, and watching for the end. */
+  start(): void {
+    // A microtask later: releaseAll marks its locks lost and releases them in one go, and a
+    // release is a resignation, not a loss.
+    this.#lock.onEnd((reason) => queueMicrotask(() => this.#ended(reason)));
+    this.#schedule(this.#lock.remainingMs() - this.#leaseMs / 2);
+  }
+
+  /** False once it ended. */
+  get isLeader(): boolean {
+    return this.#end === undefined && this.#lock.remainingMs() > 0;
+  }
+
+  /** How long this leadership can still be relied on without another renewal, in ms; 0 once it ended. */
+  remainingMs(): number {
+    return this.#end ? 0 : this.#lock.remainingMs();
+  }
+
+  /** How long it has led (or led, once ended), in ms. */
+  get heldMs(): number {
+    return this.#end ? this.#end.heldMs : Math.round(monotonicNow() - this.#startedAt);
+  }
+
+  /**
+   * Steps down: stops renewing and releases the lease, which wakes the next candidate at once.
+   * Idempotent; never rejects (a lease already lost is simply over).
+   */
+  async resign(): Promise<void> {
+    clearTimeout(this.#timer);
+    await this.#lock.release();
+  }
+
+  toJSON(): { election: string; identity: string; term: number; since: string; remainingMs: number } {
+    return { election: this.election, identity: this.identity, term: this.term, since: this.since.toISOString(), remainingMs: this.remainingMs() };
+  }
+
+  #schedule(delayMs: number): void {
+    if (this.#end) return;
+    this.#timer = setTimeout(() => this.#renew(), timerDelay(Math.max(0, Math.floor(delayMs))));
+    this.#timer.unref();
+  }
+
+  #renew(): void {
+    const lock = this.#lock;
+    if (this.#end || lock.released) return;
+    lock.extend(this.#leaseMs).then(
+      () => {
+        this.#hooks.renewed();
+        this.#schedule(lock.remainingMs() - this.#leaseMs / 2);
+      },
+      (error: unknown) => {
+        if (this.#end || lock.released) return;
+        // A blip on a minority, or a slow round: worth another try while the lease still stands.
+        if (error instanceof QuorumUnreachableError && lock.remainingMs() > 0) return this.#schedule(lock.remainingMs() / 2);
+        lock.markLost(error instanceof Error ? error : new LockLostError(lock.resources, String(error)));
+      },
+    );
+  }
+
+  #ended(reason: unknown): void {
+    if (this.#end) return;
+    clearTimeout(this.#timer);
+    const resigned = this.#lock.released;
+    const heldMs = Math.round(monotonicNow() - this.#startedAt);
+    const error = reason instanceof Error ? reason : new LockLostError(this.#lock.resources, String(reason));
+    this.#end = {
+      election: this.election,
+      identity: this.identity,
+      term: this.term,
+      reason: resigned ? 'resigned' : 'lost',
+      ...(resigned ? {} : { error }),
+      heldMs,
+    };
+    this.#ends.abort(error);
+    this.#hooks.ended(this.#end);
+  }
+}
