@@ -6,6 +6,8 @@ export { RedlockModule } from './redlock.module.js';
 export type { RedlockModuleAsyncOptions, RedlockModuleExtras } from './redlock.module-definition.js';
 export { RedlockService } from './redlock.service.js';
 export { WithLock } from './with-lock.decorator.js';
+export { WhileLeader } from './while-leader.decorator.js';
+export { LeadershipService, type LeadershipChange } from './leadership.service.js';
 export { RedlockInterceptor } from './redlock.interceptor.js';
 export { RedlockExceptionFilter } from './redlock-exception.filter.js';
 export { LockConflictException } from './errors/lock-conflict.exception.js';
@@ -18,6 +20,7 @@ export { RedlockConfigError } from './errors/redlock-config.error.js';
 export { DEFAULT_TTL_MS } from './redlock.constants.js';
 export type {
   DefaultWait,
+  LeadershipOptions,
   LockKey,
   LockKeyFunction,
   OnLocked,
@@ -29,8 +32,10 @@ export type {
 } from './redlock.interfaces.js';
 export {
   AcquireAbortedError,
+  Election,
   ExtensionLimitError,
   InvalidArgumentError,
+  Leadership,
   Lock,
   LockHeldError,
   LockKindMismatchError,
@@ -47,10 +52,14 @@ export {
   type AcquireOutcome,
   type CallObserver,
   type CallOutcome,
+  type CampaignOptions,
   type DuplicateKind,
   type DuplicateMaster,
+  type ElectionOptions,
   type ExtensionOutcome,
   type KeyFormat,
+  type LeaderInfo,
+  type LeadershipEnd,
   type LockedRoutine,
   type LockMode,
   type LockSummary,

@@ -1,9 +1,11 @@
 import { Logger } from '@nestjs/common';
+import { hostname } from 'node:os';
+import { DEFAULT_LEASE_MS } from './core/election/election.js';
 import { formatValue, InvalidArgumentError } from './core/base/errors.js';
 import { resolveOptions, type RedlockLogger, type RedlockOptions } from './core/lock/redlock-options.js';
 import { MAX_DELAY_MS, MAX_TTL_MS } from './core/base/argument-checks.js';
 import { DEFAULT_TTL_MS } from './redlock.constants.js';
-import type { DefaultWait, OnLocked, RedlockErrorMapper, RedlockModuleOptions, RedlockNode } from './redlock.interfaces.js';
+import type { DefaultWait, LeadershipOptions, OnLocked, RedlockErrorMapper, RedlockModuleOptions, RedlockNode } from './redlock.interfaces.js';
 import { RedlockConfigError } from './errors/redlock-config.error.js';
 
 /** The module options, validated, with defaults filled in. */
@@ -16,6 +18,8 @@ export interface RedlockSettings {
   readonly maxTtlMs: number;
   readonly defaultWait: Readonly<Required<Pick<DefaultWait, 'onLocked'>> & Pick<DefaultWait, 'waitTimeoutMs'>>;
   readonly errorMapper: RedlockErrorMapper | undefined;
+  /** Who this replica is in elections, and their lease. */
+  readonly leadership: { readonly identity: string; readonly leaseMs: number };
 }
 
 /**
@@ -26,7 +30,7 @@ export function resolveSettings(options: RedlockModuleOptions | undefined): Redl
   if (!options || typeof options !== 'object') {
     throw new RedlockConfigError('RedlockModule: options are required (at least options.nodes)');
   }
-  const { nodes, defaultTtlMs = DEFAULT_TTL_MS, defaultWait = {}, errorMapper, ...engine } = options;
+  const { nodes, defaultTtlMs = DEFAULT_TTL_MS, defaultWait = {}, errorMapper, leadership = {}, ...engine } = options;
   if (!Array.isArray(nodes) || nodes.length === 0) {
     throw new RedlockConfigError('RedlockModule: options.nodes must list at least one Redis master');
   }
@@ -50,6 +54,7 @@ export function resolveSettings(options: RedlockModuleOptions | undefined): Redl
   if (errorMapper !== undefined && typeof errorMapper !== 'function') {
     throw new RedlockConfigError('RedlockModule: options.errorMapper must be a function');
   }
+  const leadershipSettings = resolveLeadership(leadership, typeof engine.maxTtlMs === 'number' ? engine.maxTtlMs : MAX_TTL_MS);
   const engineOptions: RedlockOptions = { ...engine, logger: engine.logger === undefined ? new Logger('Redlock') : engine.logger };
   try {
     resolveOptions(engineOptions);
@@ -66,7 +71,24 @@ export function resolveSettings(options: RedlockModuleOptions | undefined): Redl
     maxTtlMs,
     defaultWait: { onLocked, waitTimeoutMs: defaultWait.waitTimeoutMs },
     errorMapper,
+    leadership: leadershipSettings,
   };
+}
+
+function resolveLeadership(leadership: unknown, maxTtlMs: number): RedlockSettings['leadership'] {
+  if (leadership === null || typeof leadership !== 'object') {
+    throw new RedlockConfigError("RedlockModule: options.leadership must be an object like { identity: 'pod-a', leaseMs: 10000 }");
+  }
+  const { identity = `${hostname()}:${process.pid}`, leaseMs = DEFAULT_LEASE_MS } = leadership as LeadershipOptions;
+  if (typeof identity !== 'string' || identity.length === 0 || identity.length > 256 || identity.includes('\n')) {
+    throw new RedlockConfigError(`RedlockModule: options.leadership.identity must be 1 to 256 characters without a line break (got ${formatValue(identity)})`);
+  }
+  if (!isTtl(leaseMs, maxTtlMs)) {
+    throw new RedlockConfigError(
+      `RedlockModule: options.leadership.leaseMs must be a positive integer number of ms, at most ${maxTtlMs} (got ${formatValue(leaseMs)})`,
+    );
+  }
+  return { identity, leaseMs };
 }
 
 export function isTtl(value: unknown, maxTtlMs = MAX_TTL_MS): value is number {

@@ -14,3 +14,6 @@ export const WITH_LOCK = 'redlock:with-lock';
  * extension rounds (at half the ttl) stay rare.
  */
 export const DEFAULT_TTL_MS = 10_000;
+
+/** Metadata key under which `@WhileLeader` stores its election's name on the method. */
+export const WHILE_LEADER = 'redlock:while-leader';

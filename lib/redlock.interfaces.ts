@@ -96,6 +96,22 @@ export interface RedlockModuleOptions extends RedlockOptions {
    * HTTP, `RpcException`, `WsException` or `GraphQLError` on the other transports.
    */
   errorMapper?: RedlockErrorMapper;
+  /** How this replica campaigns in elections (`@WhileLeader`, `LeadershipService`). */
+  leadership?: LeadershipOptions;
+}
+
+/** How this replica campaigns in elections: the module's `leadership` option. */
+export interface LeadershipOptions {
+  /**
+   * Who this replica is, as other replicas see it when they ask who leads (`LeadershipService.leader`):
+   * the pod name, for example. Default: `<hostname>:<pid>`.
+   */
+  identity?: string;
+  /**
+   * How long a leader's lease lasts without renewal, in ms: a leader that dies without a word is
+   * replaced about this long after its last renewal. Default 10 000.
+   */
+  leaseMs?: number;
 }
 
 /** Implemented by a class given to `forRootAsync({ useClass })` or `useExisting`. */

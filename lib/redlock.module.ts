@@ -10,6 +10,7 @@ import { RedlockExplorer } from './redlock.explorer.js';
 import type { RedlockModuleOptions } from './redlock.interfaces.js';
 import { ConfigurableRedlockModule, type RedlockModuleAsyncOptions, type RedlockModuleExtras } from './redlock.module-definition.js';
 import { RedlockConfigError } from './errors/redlock-config.error.js';
+import { LeadershipService } from './leadership.service.js';
 import { RedlockService } from './redlock.service.js';
 
 async function openConnections(settings: RedlockSettings): Promise<RedisConnections> {
@@ -59,8 +60,9 @@ async function createEngine(settings: RedlockSettings, connections: RedisConnect
     LockPlanner,
     RedlockService,
     RedlockExplorer,
+    LeadershipService,
   ],
-  exports: [RedlockService, Redlock],
+  exports: [RedlockService, LeadershipService, Redlock],
 })
 export class RedlockModule {
   /** Registers the module with options known when the app module is declared. */

@@ -52,6 +52,7 @@ export class Redlock extends EventEmitter implements LockEngine {
   readonly #core: EngineCore;
   /** Where elections say who leads them, on these masters. */
   readonly #leaderRecords: MasterLeaderRecords;
+  readonly #instrumentation: InstrumentationGuard | undefined;
   /** Per kind of round, what tells the instrumentation of a master's failure: made once, not per round. */
   readonly #masterFailures: Record<RoundOperation, (index: number, failure: MasterFailure) => void> | undefined;
 
@@ -60,6 +61,7 @@ export class Redlock extends EventEmitter implements LockEngine {
     this.options = resolveOptions(options);
     const hooks = this.options.instrumentation;
     const instrumentation = hooks && new InstrumentationGuard(hooks, this.options.logger);
+    this.#instrumentation = instrumentation;
     const held = new HeldLocks(instrumentation);
     if (instrumentation?.watchesMasters) this.#masterFailures = masterFailureReporters(instrumentation, () => this.nodes);
     const window = this.options.restartQuarantineMs;
@@ -183,6 +185,7 @@ export class Redlock extends EventEmitter implements LockEngine {
       acquire: (resource, ttlMs, acquireOptions) => this.acquire(resource, ttlMs, acquireOptions),
       records: this.#leaderRecords,
       maxTtlMs: this.options.maxTtlMs,
+      instrumentation: this.#instrumentation,
     };
     return new Election(engine, name, options);
   }

@@ -22,6 +22,12 @@ import {
   METRIC_MASTER_ERRORS,
   METRIC_WAIT_DURATION,
   METRIC_WAITER_COUNT,
+  METRIC_LEADERSHIP_ELECTIONS,
+  METRIC_LEADERSHIP_LOSSES,
+  METRIC_LEADERSHIP_DURATION,
+  METRIC_LEADERSHIP_TERM,
+  ATTR_REDLOCK_ELECTION,
+  ATTR_REDLOCK_LEADERSHIP_END,
 } from './telemetry.constants.js';
 
 const INTERNAL_SPAN: SpanOptions = Object.freeze({ kind: SpanKind.INTERNAL });
@@ -43,6 +49,11 @@ export class RedlockInstruments {
   readonly callDuration: Histogram;
   readonly locks: LiveCount;
   readonly waiters: LiveCount;
+  readonly elections: Counter;
+  readonly leadershipLosses: Counter;
+  readonly leadershipDuration: Histogram;
+  /** Per election this process leads now, its term. */
+  readonly terms = new Map<string, number>();
   /** Resource names go into attributes. */
   readonly perResource: boolean;
   readonly #outcomes = new Map<string, Attributes>();
@@ -78,6 +89,20 @@ export class RedlockInstruments {
       unit: '{error}',
       description: 'Requests to a Redis master that failed or had no answer within the node timeout.',
     });
+    this.elections = meter.createCounter(METRIC_LEADERSHIP_ELECTIONS, { unit: '{election}', description: 'Elections this process won.' });
+    this.leadershipLosses = meter.createCounter(METRIC_LEADERSHIP_LOSSES, {
+      unit: '{election}',
+      description: 'Leaderships of this process that were lost (renewal failed, or the lease ran out), not resigned.',
+    });
+    this.leadershipDuration = meter.createHistogram(METRIC_LEADERSHIP_DURATION, {
+      ...hold,
+      description: 'How long this process led an election, from won to resigned or lost.',
+    });
+    meter
+      .createObservableGauge(METRIC_LEADERSHIP_TERM, { unit: '{term}', description: 'The term this process leads an election in now.' })
+      .addCallback((result) => {
+        for (const [election, term] of this.terms) result.observe(term, { [ATTR_REDLOCK_ELECTION]: election });
+      });
     this.locks = new LiveCount(perResource);
     this.waiters = new LiveCount(perResource);
     meter
@@ -125,6 +150,10 @@ export class RedlockInstruments {
         [ATTR_REDLOCK_OPERATION]: operation,
       })
     );
+  }
+
+  election(election: string, end?: string): Attributes {
+    return end === undefined ? { [ATTR_REDLOCK_ELECTION]: election } : { [ATTR_REDLOCK_ELECTION]: election, [ATTR_REDLOCK_LEADERSHIP_END]: end };
   }
 
   call(site: string, outcome: string): Attributes {

@@ -4,6 +4,7 @@ import type {
   AcquireObserver,
   CallObserver,
   ExtensionOutcome,
+  LeadershipEnd,
   LostReason,
   MasterAddress,
   MasterFailure,
@@ -121,6 +122,21 @@ export class RedlockTelemetry implements RedlockInstrumentation {
   masterFailed(master: MasterAddress, failure: MasterFailure, operation: MasterOperation): void {
     const instruments = this.#use();
     instruments.masterErrors.add(1, instruments.master(master, failure, operation));
+  }
+
+  /** Counts the election won (`redlock.leadership.elections`) and reports its term (`redlock.leadership.term`). */
+  leadershipWon(election: string, _identity: string, term: number): void {
+    const instruments = this.#use();
+    instruments.elections.add(1, instruments.election(election));
+    instruments.terms.set(election, term);
+  }
+
+  /** Records how long it led (`redlock.leadership.duration`) and counts a loss (`redlock.leadership.losses`). */
+  leadershipEnded(end: LeadershipEnd): void {
+    const instruments = this.#use();
+    if (instruments.terms.get(end.election) === end.term) instruments.terms.delete(end.election);
+    instruments.leadershipDuration.record(seconds(end.heldMs), instruments.election(end.election, end.reason));
+    if (end.reason === 'lost') instruments.leadershipLosses.add(1, instruments.election(end.election));
   }
 
   /** Starts the `@WithLock` call's span (`WithLock Class.method`) and timer. */

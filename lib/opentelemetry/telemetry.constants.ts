@@ -24,9 +24,21 @@ export const METRIC_EXTENSIONS = 'redlock.extensions';
 export const METRIC_MASTER_ERRORS = 'redlock.master.errors';
 /** Histogram, s: one `@WithLock` call, lock and method together; `code.function.name`, `redlock.outcome`. */
 export const METRIC_CALL_DURATION = 'redlock.call.duration';
+/** Counter, `{election}`: elections this process won, by `redlock.election`. */
+export const METRIC_LEADERSHIP_ELECTIONS = 'redlock.leadership.elections';
+/** Counter, `{election}`: leaderships of this process that were lost (not resigned), by `redlock.election`. */
+export const METRIC_LEADERSHIP_LOSSES = 'redlock.leadership.losses';
+/** Histogram, `s`: how long this process led, from won to resigned or lost, by `redlock.election` and `redlock.leadership.end`. */
+export const METRIC_LEADERSHIP_DURATION = 'redlock.leadership.duration';
+/** Observable gauge, `{term}`: the term this process leads in now, by `redlock.election`; absent while it does not lead. */
+export const METRIC_LEADERSHIP_TERM = 'redlock.leadership.term';
 
 /** What ended the operation: an AcquireOutcome, ExtensionOutcome or CallOutcome. */
 export const ATTR_REDLOCK_OUTCOME = 'redlock.outcome';
+/** The election's name (few and fixed per app, unlike resource names). */
+export const ATTR_REDLOCK_ELECTION = 'redlock.election';
+/** How a leadership ended: `resigned` or `lost`. */
+export const ATTR_REDLOCK_LEADERSHIP_END = 'redlock.leadership.end';
 /** Why a lock was lost: refused | expired | extension_limit | error. */
 export const ATTR_REDLOCK_LOST_REASON = 'redlock.lost.reason';
 /** acquire | extend | release: the kind of round a master failed in; wakeup: its connection for wake-ups. */

@@ -1,6 +1,8 @@
 // The ESM entry of `nestjs-redlock/terminus`: the CommonJS build, re-exported (see ../index.mts).
 export {
+  LeadershipHealthIndicator,
   RedlockHealthIndicator,
+  type LeadershipHealthOptions,
   type MasterHealth,
   type MastersHealth,
   type RedlockHealthOptions,

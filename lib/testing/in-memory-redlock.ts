@@ -62,12 +62,14 @@ export class InMemoryRedlock extends EventEmitter implements RedlockEngine, Lock
   readonly #elsewhere = new Map<string, string>();
   readonly #core: EngineCore;
   readonly #leaderRecords = new MemoryLeaderRecords();
+  readonly #instrumentation: InstrumentationGuard;
 
   constructor(options: RedlockOptions = {}) {
     super();
     this.options = resolveOptions(options);
     const hooks = this.#waiting.hooks(this.options.instrumentation, (hook, error) => instrumentation.failed(hook, error));
     const instrumentation: InstrumentationGuard = new InstrumentationGuard(hooks, this.options.logger);
+    this.#instrumentation = instrumentation;
     const held = new HeldLocks(instrumentation);
     const localQueue = new LocalQueue();
     const store = this.#store;
@@ -116,6 +118,7 @@ export class InMemoryRedlock extends EventEmitter implements RedlockEngine, Lock
       acquire: (resource, ttlMs, acquireOptions) => this.acquire(resource, ttlMs, acquireOptions),
       records: this.#leaderRecords,
       maxTtlMs: this.options.maxTtlMs,
+      instrumentation: this.#instrumentation,
     };
     return new Election(engine, name, options);
   }

@@ -8,6 +8,7 @@ import { REDLOCK_MODULE_OPTIONS, REDLOCK_SETTINGS } from '../redlock.constants.j
 import { RedlockExplorer } from '../redlock.explorer.js';
 import type { RedlockModuleOptions } from '../redlock.interfaces.js';
 import { RedlockConfigError } from '../errors/redlock-config.error.js';
+import { LeadershipService } from '../leadership.service.js';
 import { RedlockService } from '../redlock.service.js';
 import { IN_MEMORY_MASTER, InMemoryRedlock } from './in-memory-redlock.js';
 import type { RedlockTestingModuleAsyncOptions, RedlockTestingModuleOptions } from './redlock-testing.interfaces.js';
@@ -52,8 +53,9 @@ function resolveTestingSettings(options: RedlockTestingModuleOptions | undefined
     LockPlanner,
     RedlockService,
     RedlockExplorer,
+    LeadershipService,
   ],
-  exports: [RedlockService, Redlock, InMemoryRedlock],
+  exports: [RedlockService, LeadershipService, Redlock, InMemoryRedlock],
 })
 export class RedlockTestingModule {
   /** Every option is optional here: `RedlockTestingModule.forRoot()` is a complete registration. */

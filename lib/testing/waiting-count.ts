@@ -33,6 +33,8 @@ export class WaitingCount {
       extensionEnded: app?.extensionEnded?.bind(app),
       masterFailed: app?.masterFailed?.bind(app),
       callStarted: app?.callStarted?.bind(app),
+      leadershipWon: app?.leadershipWon?.bind(app),
+      leadershipEnded: app?.leadershipEnded?.bind(app),
     };
   }
 

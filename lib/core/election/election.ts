@@ -3,6 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { checkTtl } from '../base/argument-checks.js';
 import { AcquireAbortedError, InvalidArgumentError, LockHeldError, QuorumUnreachableError } from '../base/errors.js';
 import type { AcquireOptions } from '../lock/acquire-options.js';
+import type { InstrumentationGuard } from '../lock/instrumentation-guard.js';
 import type { Lock } from '../lock/lock.js';
 import type { LeaderInfo, LeaderRecords } from './leader-records.js';
 import { Leadership, type LeadershipEnd } from './leadership.js';
@@ -28,6 +29,7 @@ export interface ElectionEngine {
   acquire(resources: string, ttlMs: number, options: AcquireOptions): Promise<Lock>;
   readonly records: LeaderRecords;
   readonly maxTtlMs: number;
+  readonly instrumentation: InstrumentationGuard | undefined;
 }
 
 /** The resource an election's lock is on: `election:<name>`. Do not lock it yourself. */
@@ -120,6 +122,7 @@ export class Election extends EventEmitter {
       renewed: () => records.write(lock, identity).catch(() => {}),
       ended: (end: LeadershipEnd) => {
         this.#current.delete(leadership);
+        this.#engine.instrumentation?.leadershipEnded(end);
         this.emit('ended', end);
       },
     });
@@ -127,6 +130,7 @@ export class Election extends EventEmitter {
     leadership.start();
     // Observers learn who leads from this record; the leader leads whether or not it lands.
     void records.write(lock, identity).catch(() => {});
+    this.#engine.instrumentation?.leadershipWon(this.name, identity, leadership.term);
     this.emit('elected', leadership);
     return leadership;
   }

@@ -1,23 +1,10 @@
 import { monotonicNow } from '../base/clock.js';
 import { timerDelay } from '../base/argument-checks.js';
 import { LockLostError, QuorumUnreachableError } from '../base/errors.js';
+import type { LeadershipEnd } from '../lock/instrumentation.js';
 import type { Lock } from '../lock/lock.js';
 
-/** How a leadership ended: the `'ended'` event of an election. */
-export interface LeadershipEnd {
-  /** The election's name. */
-  readonly election: string;
-  /** Who led. */
-  readonly identity: string;
-  /** The term that ended. */
-  readonly term: number;
-  /** `'resigned'`: `resign()`, or the engine released it (`releaseAll` at shutdown); `'lost'`: it could no longer be relied on. */
-  readonly reason: 'resigned' | 'lost';
-  /** For a loss: why (the renewal refused or unanswered, or the lease ran out while the process stalled). */
-  readonly error?: Error;
-  /** How long it led, in ms. */
-  readonly heldMs: number;
-}
+export type { LeadershipEnd };
 
 /** What a leadership tells its election. */
 export interface LeadershipHooks {

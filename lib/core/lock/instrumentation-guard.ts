@@ -13,6 +13,7 @@ import type {
   CallObserver,
   CallOutcome,
   ExtensionOutcome,
+  LeadershipEnd,
   LostReason,
   MasterAddress,
   MasterFailure,
@@ -82,6 +83,22 @@ export class InstrumentationGuard {
       this.#hooks.extensionEnded?.(lock, outcome);
     } catch (error) {
       this.failed('extensionEnded', error);
+    }
+  }
+
+  leadershipWon(election: string, identity: string, term: number): void {
+    try {
+      this.#hooks.leadershipWon?.(election, identity, term);
+    } catch (error) {
+      this.failed('leadershipWon', error);
+    }
+  }
+
+  leadershipEnded(end: LeadershipEnd): void {
+    try {
+      this.#hooks.leadershipEnded?.(end);
+    } catch (error) {
+      this.failed('leadershipEnded', error);
     }
   }
 

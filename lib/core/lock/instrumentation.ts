@@ -81,6 +81,22 @@ export interface CallObserver {
   ended?(outcome: CallOutcome, error: unknown): void;
 }
 
+/** How a leadership ended: the `'ended'` event of an election, and the `leadershipEnded` hook. */
+export interface LeadershipEnd {
+  /** The election's name. */
+  readonly election: string;
+  /** Who led. */
+  readonly identity: string;
+  /** The term that ended. */
+  readonly term: number;
+  /** `'resigned'`: `resign()`, or the engine released it (`releaseAll` at shutdown); `'lost'`: it could no longer be relied on. */
+  readonly reason: 'resigned' | 'lost';
+  /** For a loss: why (the renewal refused or unanswered, or the lease ran out while the process stalled). */
+  readonly error?: Error;
+  /** How long it led, in ms. */
+  readonly heldMs: number;
+}
+
 /**
  * Hooks the engine calls as it works, for metrics and traces: pass an implementation as the
  * `instrumentation` option (`nestjs-redlock/opentelemetry` has one for OpenTelemetry). Every
@@ -97,6 +113,10 @@ export interface RedlockInstrumentation {
   lockHeld?(lock: Lock): void;
   /** Released after `heldMs` held. */
   lockReleased?(lock: Lock, heldMs: number): void;
+  /** This process won `election` as `identity`, in `term`. */
+  leadershipWon?(election: string, identity: string, term: number): void;
+  /** A leadership this process won ended. */
+  leadershipEnded?(end: LeadershipEnd): void;
   /** A held lock must no longer be relied on, after `heldMs` held; its release, if any, is not reported again. */
   lockLost?(lock: Lock, reason: LostReason, error: unknown, heldMs: number): void;
   /** An extension of a held lock (automatic or by hand) ended, with this outcome. */

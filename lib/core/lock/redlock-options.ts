@@ -297,6 +297,8 @@ const INSTRUMENTATION_HOOKS = [
   'extensionEnded',
   'masterFailed',
   'callStarted',
+  'leadershipWon',
+  'leadershipEnded',
 ] as const satisfies readonly (keyof RedlockInstrumentation)[];
 
 /** An object with at least one hook, each a function: a class passed without `new`, or a typo'd hook, fails here. */
