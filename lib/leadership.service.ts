@@ -17,6 +17,9 @@ export type LeadershipChange =
   | { readonly kind: 'elected'; readonly election: string; readonly identity: string; readonly term: number }
   | ({ readonly kind: 'ended' } & LeadershipEnd);
 
+/** The module's `logger` option (a RedlockLogger: `warn` at least), or Nest's Logger. */
+type ModuleLogger = { warn(message: string): void; log?(message: string): void; error?(message: string): void };
+
 /** A `@WhileLeader` method, bound to its instance. */
 interface Duty {
   readonly site: string;
@@ -35,15 +38,19 @@ export class LeadershipService implements OnApplicationBootstrap, BeforeApplicat
   readonly #changes = new Subject<LeadershipChange>();
   readonly #stop = new AbortController();
   readonly #serving: Promise<void>[] = [];
-  readonly #logger = new Logger('Redlock');
+  /** The module's logger (Nest's `Redlock` logger unless the `logger` option says otherwise). */
+  readonly #logger: ModuleLogger;
 
   /** @internal Nest constructs it: inject `LeadershipService` where leadership is needed. */
   constructor(
     @Inject(Redlock) private readonly engine: RedlockEngine,
-    @Inject(REDLOCK_SETTINGS) private readonly settings: { readonly leadership: { readonly identity: string; readonly leaseMs: number } },
+    @Inject(REDLOCK_SETTINGS)
+    private readonly settings: { readonly leadership: { readonly identity: string; readonly leaseMs: number }; readonly engine: { readonly logger?: object } },
     private readonly discovery: DiscoveryService,
     private readonly scanner: MetadataScanner,
-  ) {}
+  ) {
+    this.#logger = (settings.engine.logger as ModuleLogger | undefined) ?? new Logger('Redlock');
+  }
 
   /** What this replica campaigns as (the module's `leadership.identity`). */
   get identity(): string {
@@ -91,12 +98,12 @@ export class LeadershipService implements OnApplicationBootstrap, BeforeApplicat
     if (!election) {
       election = this.engine.election(name, { leaseMs: this.settings.leadership.leaseMs });
       election.on('elected', (leadership: Leadership) => {
-        this.#logger.log(`elected leader of ${name} as ${leadership.identity} (term ${leadership.term})`);
+        this.#logger.log?.(`elected leader of ${name} as ${leadership.identity} (term ${leadership.term})`);
         this.#changes.next({ kind: 'elected', election: name, identity: leadership.identity, term: leadership.term });
       });
       election.on('ended', (end: LeadershipEnd) => {
         if (end.reason === 'lost') this.#logger.warn(`leadership of ${name} lost after ${end.heldMs} ms (term ${end.term}): ${errorText(end.error)}`);
-        else this.#logger.log(`resigned the leadership of ${name} (term ${end.term})`);
+        else this.#logger.log?.(`resigned the leadership of ${name} (term ${end.term})`);
         this.#changes.next({ kind: 'ended', ...end });
       });
       this.#elections.set(name, election);
@@ -147,6 +154,11 @@ export class LeadershipService implements OnApplicationBootstrap, BeforeApplicat
     this.#changes.complete();
   }
 
+  #error(message: string): void {
+    if (this.#logger.error) this.#logger.error(message);
+    else this.#logger.warn(message);
+  }
+
   /** Campaign, run the duties while leader, wait for them to settle once it ends; again, until shutdown. */
   async #serve(name: string, duties: readonly Duty[]): Promise<void> {
     const election = this.election(name);
@@ -157,7 +169,7 @@ export class LeadershipService implements OnApplicationBootstrap, BeforeApplicat
         leadership = await election.campaign(this.identity, { signal: stop });
       } catch (error) {
         if (stop.aborted) return;
-        this.#logger.error(`campaign for ${name} failed: ${errorText(error)}`);
+        this.#error(`campaign for ${name} failed: ${errorText(error)}`);
         await sleep(election.leaseMs, undefined, { signal: stop }).catch(() => {});
         continue;
       }
@@ -171,7 +183,7 @@ export class LeadershipService implements OnApplicationBootstrap, BeforeApplicat
           // Cancelled by the end of the leadership: that is how a duty stops, not a failure.
           if (signal.aborted) return;
           failed = true;
-          this.#logger.error(`${duty.site} failed while leading ${name}; resigning: ${errorText(error)}`);
+          this.#error(`${duty.site} failed while leading ${name}; resigning: ${errorText(error)}`);
           await leadership.resign();
         }
       });

@@ -1,15 +1,6 @@
-import { fork, type ChildProcess } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
-import { setTimeout as sleep } from 'node:timers/promises';
-import { fileURLToPath } from 'node:url';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { registry } from '../support/process-cleanup.js';
-import { RedisFleet } from '../support/redis-fleet.js';
-import { leadershipViolations, takeoverMs } from '../support/leadership-history.js';
-import type { LeaderAppConfig, LeaderEvent } from './support/leader-app.js';
-
-const APP = fileURLToPath(new URL('./support/leader-app.ts', import.meta.url));
-const LOADER = new URL('../support/ts-loader/register.mjs', import.meta.url).href;
+import { afterAll, describe, expect, it } from 'vitest';
+import { leadershipScenario } from '../support/leadership-scenario.js';
 
 /**
  * Each scenario runs its fault once in `npm test`; LEADERSHIP_TEST_SECONDS=120 repeats it for
@@ -17,204 +8,43 @@ const LOADER = new URL('../support/ts-loader/register.mjs', import.meta.url).hre
  */
 const RUN_SECONDS = Number(process.env['LEADERSHIP_TEST_SECONDS'] ?? 0);
 const REPORT = process.env['LEADERSHIP_TEST_REPORT'];
-const LEASE_MS = 1_000;
-
-let masters: RedisFleet;
-let store: RedisFleet;
 const reports: Record<string, unknown> = {};
 
-beforeAll(async () => {
-  masters = await RedisFleet.start(3);
-  store = await RedisFleet.start(1);
-});
-
-afterAll(async () => {
+afterAll(() => {
   if (REPORT) writeFileSync(REPORT, JSON.stringify(reports, null, 2));
-  await masters?.stopAll();
-  await store?.stopAll();
 });
-
-interface Replica {
-  readonly name: string;
-  readonly child: ChildProcess;
-  readonly ready: Promise<void>;
-  readonly exited: Promise<void>;
-}
-
-function startReplica(name: string, events: LeaderEvent[], options: { quarantine: boolean; manual?: boolean }): Replica {
-  const config: LeaderAppConfig = {
-    nodes: masters.urls(),
-    store: store.urls()[0]!,
-    replica: name,
-    leaseMs: LEASE_MS,
-    quarantine: options.quarantine,
-    writeEveryMs: 20,
-    ...(options.manual ? { manual: true } : {}),
-  };
-  const env = { ...process.env };
-  delete env['NODE_OPTIONS'];
-  const child = fork(APP, [JSON.stringify(config)], { execArgv: ['--import', LOADER], stdio: ['ignore', 'pipe', 'pipe', 'ipc'], env });
-  registry.children.add(child);
-  let output = '';
-  child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
-  child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  void exited.then(() => registry.children.delete(child));
-  const ready = new Promise<void>((resolve, reject) => {
-    child.on('message', (message: LeaderEvent | 'ready') => {
-      if (message === 'ready') resolve();
-      else events.push(message);
-    });
-    void exited.then(() => reject(new Error(`replica ${name} exited before it was ready:\n${output}`)));
-  });
-  return { name, child, ready, exited };
-}
-
-/** Polls the events (they arrive over IPC) until `found` finds one; rejects after `timeoutMs`. */
-async function until<T>(what: string, found: () => T | undefined, timeoutMs = 30_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = found();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(10);
-  }
-}
-
-/** The latest term that has written, and its replica. */
-function currentLeader(events: readonly LeaderEvent[], above = 0): { replica: string; term: number } | undefined {
-  let best: { replica: string; term: number } | undefined;
-  for (const event of events) if (event.kind === 'write' && event.term > above && (!best || event.term > best.term)) best = event;
-  return best && { replica: best.replica, term: best.term };
-}
-
-type Fault = 'kill' | 'stop' | 'resign' | 'masters';
-
-interface ScenarioResult {
-  faults: number;
-  terms: number;
-  takeoverMs: number[];
-  violations: string[];
-  /** A stalled leader's writes after it resumed: how many it attempted, and how many the fence accepted. */
-  staleWrites?: { attempted: number; accepted: number };
-}
-
-/**
- * Three replicas campaign; the fault hits the leader (or 2 of 3 masters), a standby takes over,
- * the faulted replica is replaced, again until `seconds` are up (at least once).
- */
-async function scenario(fault: Fault, quarantine: boolean, seconds: number): Promise<ScenarioResult> {
-  const events: LeaderEvent[] = [];
-  const replicas = new Map<string, Replica>();
-  let serial = 0;
-  const spawn = (manual = false) => {
-    const replica = startReplica(`r${++serial}`, events, { quarantine, manual });
-    replicas.set(replica.name, replica);
-    return replica;
-  };
-  const result: ScenarioResult = { faults: 0, terms: 0, takeoverMs: [], violations: [] };
-  const stale = { attempted: 0, accepted: 0 };
-  await masters.stopAll();
-  masters = await RedisFleet.start(3);
-  const first = [spawn(), spawn(), spawn()];
-  try {
-    await Promise.all(first.map((replica) => replica.ready));
-    const endAt = Date.now() + seconds * 1000;
-    do {
-      const leader = await until('a leader', () => currentLeader(events, 0));
-      const replica = replicas.get(leader.replica)!;
-      const since = Date.now();
-      if (fault === 'kill') {
-        replica.child.kill('SIGKILL');
-      } else if (fault === 'stop') {
-        replica.child.kill('SIGSTOP');
-      } else if (fault === 'resign') {
-        replica.child.send('stop');
-      } else {
-        // A candidate that campaigns right after 2 of 3 masters restart empty: with the
-        // quarantine off (the control) it can win while the leader still relies on its lease.
-        const candidate = spawn(true);
-        await candidate.ready;
-        await Promise.all([masters.restart(1), masters.restart(2)]);
-        candidate.child.send('campaign');
-      }
-      result.faults++;
-      await until('the next term', () => currentLeader(events, leader.term));
-      const took = takeoverMs(events, since, leader.term);
-      if (took !== undefined) result.takeoverMs.push(took);
-      if (fault === 'stop') {
-        // Past its lease, then resumed: it must find its leadership lost before it writes again.
-        await sleep(LEASE_MS);
-        const resumedAt = Date.now();
-        replica.child.kill('SIGCONT');
-        await until('the stalled leader to learn it lost', () =>
-          events.find((event) => event.kind === 'ended' && event.term === leader.term && event.replica === leader.replica),
-        );
-        const after = events.filter((event) => event.kind === 'write' && event.term === leader.term && event.at >= resumedAt);
-        stale.attempted += after.length;
-        stale.accepted += after.filter((event) => event.kind === 'write' && event.accepted).length;
-      }
-      if (fault === 'masters' && replicas.size > 4) {
-        // Each restart brought a candidate: the oldest standbys make way, so a long run keeps four.
-        const current = currentLeader(events, 0)?.replica;
-        for (const old of [...replicas.values()].filter((r) => r.name !== current).slice(0, replicas.size - 4)) {
-          old.child.kill('SIGKILL');
-          await old.exited;
-          replicas.delete(old.name);
-        }
-      }
-      if (fault !== 'masters') {
-        // The faulted replica is gone (or stale): a fresh one takes its place among the standbys.
-        replica.child.kill('SIGKILL');
-        await replica.exited;
-        replicas.delete(replica.name);
-        await spawn().ready;
-      }
-    } while (Date.now() < endAt);
-    // A little more history after the last takeover, for the checker.
-    await sleep(300);
-  } finally {
-    for (const replica of replicas.values()) replica.child.send('stop');
-    await Promise.race([Promise.all([...replicas.values()].map((replica) => replica.exited)), sleep(5_000)]);
-    for (const replica of replicas.values()) replica.child.kill('SIGKILL');
-  }
-  result.terms = new Set(events.filter((event) => event.kind === 'elected').map((event) => event.term)).size;
-  result.violations = leadershipViolations(events);
-  if (fault === 'stop') result.staleWrites = stale;
-  return result;
-}
 
 const timeoutMs = (RUN_SECONDS + 90) * 1000;
 
 describe('leadership across three replica processes, real masters', () => {
   it('SIGKILL of the leader: a standby takes over once the lease runs out, with a larger term, and no two leaders overlap', async () => {
-    const result = await scenario('kill', true, RUN_SECONDS);
+    const result = await leadershipScenario('kill', true, RUN_SECONDS);
     reports['kill'] = result;
     expect(result.violations).toEqual([]);
     expect(result.takeoverMs.length).toBe(result.faults);
   }, timeoutMs);
 
   it('SIGSTOP of the leader past its lease: a standby takes over; resumed, the old leader learns it lost, and the fence refuses what it writes', async () => {
-    const result = await scenario('stop', true, RUN_SECONDS);
+    const result = await leadershipScenario('stop', true, RUN_SECONDS);
     reports['stop'] = result;
     expect(result.violations).toEqual([]);
     expect(result.staleWrites?.accepted).toBe(0);
   }, timeoutMs);
 
   it('shutdown resigns: a standby takes over at once', async () => {
-    const result = await scenario('resign', true, RUN_SECONDS);
+    const result = await leadershipScenario('resign', true, RUN_SECONDS);
     reports['resign'] = result;
     expect(result.violations).toEqual([]);
     expect(result.takeoverMs.length).toBe(result.faults);
   }, timeoutMs);
 
   it('2 of 3 masters restart empty: with the restart quarantine no candidate wins while the leader still relies on its lease', async () => {
-    const result = await scenario('masters', true, RUN_SECONDS);
+    const result = await leadershipScenario('masters', true, RUN_SECONDS);
     reports['masters'] = result;
     expect(result.violations).toEqual([]);
   }, timeoutMs);
 
   it.runIf(RUN_SECONDS > 0)('the control: 2 of 3 masters restart empty with the quarantine off', async () => {
-    reports['masters-control'] = await scenario('masters', false, RUN_SECONDS);
+    reports['masters-control'] = await leadershipScenario('masters', false, RUN_SECONDS);
   }, timeoutMs);
 });
