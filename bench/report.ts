@@ -17,6 +17,8 @@ const NOTES = ['<!-- notes:start -->', '<!-- notes:end -->'] as const;
 export const TELEMETRY_MARKERS = ['<!-- telemetry:start -->', '<!-- telemetry:end -->'] as const;
 /** The replicaAcks cost section (bench/replica-acks.ts), also kept when the benchmark rewrites the file. */
 export const REPLICA_ACKS_MARKERS = ['<!-- replica-acks:start -->', '<!-- replica-acks:end -->'] as const;
+/** Leadership takeover times (bench/leadership-takeover.ts), also kept when the benchmark rewrites the file. */
+export const LEADERSHIP_MARKERS = ['<!-- leadership:start -->', '<!-- leadership:end -->'] as const;
 /** The scaling curves (bench/scaling.ts), also kept when the benchmark rewrites the file. */
 export const SCALING_MARKERS = ['<!-- scaling:start -->', '<!-- scaling:end -->'] as const;
 /** Where docs/benchmark.md shows the summary table. */
@@ -84,6 +86,7 @@ export function renderReport({ results, scenarios, mode, reps, minutes, load, en
     '',
     ...previousTelemetry(),
     ...previousSection(REPLICA_ACKS_MARKERS),
+    ...previousSection(LEADERSHIP_MARKERS),
     ...previousSection(SCALING_MARKERS).map((text) => relinked(text, reportPath)),
     '## Notes on the run',
     '',

@@ -13,9 +13,22 @@ import { RedlockConfigError } from './errors/redlock-config.error.js';
 import { REDLOCK_SETTINGS, WHILE_LEADER } from './redlock.constants.js';
 
 /** What `LeadershipService.changes()` emits: this replica won an election, or a leadership of its ended. */
-export type LeadershipChange =
-  | { readonly kind: 'elected'; readonly election: string; readonly identity: string; readonly term: number }
-  | ({ readonly kind: 'ended' } & LeadershipEnd);
+export interface LeadershipChange {
+  /** `'elected'`: this replica won; `'ended'`: its leadership ended (see `reason`). */
+  readonly kind: 'elected' | 'ended';
+  /** The election's name. */
+  readonly election: string;
+  /** This replica's identity. */
+  readonly identity: string;
+  /** The term won, or the term that ended. */
+  readonly term: number;
+  /** For `'ended'`: `'resigned'` (by hand, a failed duty, or shutdown) or `'lost'`. */
+  readonly reason?: LeadershipEnd['reason'];
+  /** For a loss: why. */
+  readonly error?: Error;
+  /** For `'ended'`: how long it led, in ms. */
+  readonly heldMs?: number;
+}
 
 /** The module's `logger` option (a RedlockLogger: `warn` at least), or Nest's Logger. */
 type ModuleLogger = { warn(message: string): void; log?(message: string): void; error?(message: string): void };
@@ -104,7 +117,7 @@ export class LeadershipService implements OnApplicationBootstrap, BeforeApplicat
       election.on('ended', (end: LeadershipEnd) => {
         if (end.reason === 'lost') this.#logger.warn(`leadership of ${name} lost after ${end.heldMs} ms (term ${end.term}): ${errorText(end.error)}`);
         else this.#logger.log?.(`resigned the leadership of ${name} (term ${end.term})`);
-        this.#changes.next({ kind: 'ended', ...end });
+        this.#changes.next({ ...end, kind: 'ended' });
       });
       this.#elections.set(name, election);
     }

@@ -60,6 +60,7 @@ export class LeadershipHealthIndicator {
       }),
     );
     if (problems.length === 0) return session.up(data);
-    return session.down({ ...data, message: problems.join('; ') });
+    data['message'] = problems.join('; ');
+    return session.down(data);
   }
 }

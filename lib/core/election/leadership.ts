@@ -83,10 +83,6 @@ export class Leadership {
     await this.#lock.release();
   }
 
-  toJSON(): { election: string; identity: string; term: number; since: string; remainingMs: number } {
-    return { election: this.election, identity: this.identity, term: this.term, since: this.since.toISOString(), remainingMs: this.remainingMs() };
-  }
-
   #schedule(delayMs: number): void {
     if (this.#end) return;
     this.#timer = setTimeout(() => this.#renew(), timerDelay(Math.max(0, Math.floor(delayMs))));

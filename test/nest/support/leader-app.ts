@@ -85,7 +85,7 @@ class LeaderAppModule {}
 
 const app = await NestFactory.createApplicationContext(LeaderAppModule, { logger: false });
 app.get(LeadershipService).changes().subscribe((change) => {
-  if (change.kind === 'ended') send({ kind: 'ended', replica: config.replica, term: change.term, at: Date.now(), reason: change.reason });
+  if (change.kind === 'ended') send({ kind: 'ended', replica: config.replica, term: change.term, at: Date.now(), reason: change.reason ?? 'unknown' });
 });
 await app.init();
 process.on('message', (message) => {
