@@ -35,6 +35,17 @@ describe('a Redis Cluster as one voter', () => {
     expect(await client.exists('redlock:{order:1}')).toBe(0);
   });
 
+  it('holds an election: the lease and the record of who leads share a slot, and every voter can say who leads', async () => {
+    const { redlock, cluster: client } = await engine();
+    const leadership = await redlock.election('shard-duty').campaign('pod-a');
+    await expect.poll(() => client.get('redlock:{election:shard-duty}')).not.toBeNull();
+    await expect.poll(() => client.get('redlock-leader:{election:shard-duty}')).toMatch(/\npod-a$/);
+    const observer = await engine();
+    expect(await observer.redlock.election('shard-duty').leader()).toMatchObject({ identity: 'pod-a', term: leadership.term });
+    await leadership.resign();
+    await expect.poll(() => observer.redlock.election('shard-duty').leader()).toBeNull();
+  });
+
   it('hears releases through a subscriber of its own on one of the cluster\'s masters', async () => {
     const { redlock, cluster: client } = await engine();
     const wakeups = new ReleaseWakeups([redlock.nodes.find((node) => node instanceof ClusterVoter)!]);
