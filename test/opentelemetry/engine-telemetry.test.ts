@@ -9,6 +9,10 @@ import {
   LATENCY_BUCKETS_S,
   METRIC_ACQUIRE_DURATION,
   METRIC_EXTENSIONS,
+  METRIC_LEADERSHIP_DURATION,
+  METRIC_LEADERSHIP_ELECTIONS,
+  METRIC_LEADERSHIP_LOSSES,
+  METRIC_LEADERSHIP_TERM,
   METRIC_LOCK_COUNT,
   METRIC_LOCK_DURATION,
   METRIC_LOST_LOCKS,
@@ -236,6 +240,29 @@ describe('RedlockTelemetry on the engine', () => {
     // The lost lock's held time is recorded once: its release after the loss is not reported again.
     expect(total(await otel.metric(METRIC_LOCK_DURATION))).toBe(1);
     expect(total(await otel.metric(METRIC_LOCK_COUNT))).toBe(0);
+  });
+
+  it('reports leadership: elections won, the term led in, how long it led, and a loss apart from a resignation', async () => {
+    const otel = startSdk();
+    const traced = await tracedEngine(otel);
+    const election = traced.election('reports', { leaseMs: 5_000 });
+    const first = await election.campaign('pod-a');
+    const term = await otel.metric(METRIC_LEADERSHIP_TERM);
+    expect(points(term, { 'redlock.election': 'reports' }).map((point) => point.value)).toEqual([first.term]);
+    await first.resign();
+    const second = await election.campaign('pod-a');
+    // Another owner's token where the lease was: its next renewal is refused, and it is lost.
+    const admin = await connectMasters(fleet.urls());
+    opened.push(...admin);
+    await Promise.all(admin.map((client) => client.set('redlock:election:reports', 'someone-else', 'PX', 10_000)));
+    await expect(second.signal.aborted ? Promise.resolve() : once(second.signal, 'abort')).resolves.toBeDefined();
+
+    expect(total(await otel.metric(METRIC_LEADERSHIP_ELECTIONS), { 'redlock.election': 'reports' })).toBe(2);
+    expect(total(await otel.metric(METRIC_LEADERSHIP_LOSSES), { 'redlock.election': 'reports' })).toBe(1);
+    const duration = await otel.metric(METRIC_LEADERSHIP_DURATION);
+    expect(duration?.descriptor.unit).toBe('s');
+    expect(total(duration, { 'redlock.election': 'reports', 'redlock.leadership.end': 'resigned' })).toBe(1);
+    expect(total(duration, { 'redlock.election': 'reports', 'redlock.leadership.end': 'lost' })).toBe(1);
   });
 
   it('reports a lock whose validity ran out as lost (expired), whether its signal was armed or not', async () => {
