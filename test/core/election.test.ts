@@ -18,7 +18,7 @@ describe('election: campaign, resign, observe', () => {
     const leaderA = await a.redlock.election(name).campaign('pod-a');
     expect(leaderA.isLeader).toBe(true);
     expect(leaderA.term).toBeGreaterThan(0);
-    await expect.poll(() => watcher.redlock.election(name).leader()).toMatchObject({ election: name, identity: 'pod-a', term: leaderA.term });
+    await expect.poll(() => watcher.redlock.election(name).leader(), { timeout: 10_000 }).toMatchObject({ election: name, identity: 'pod-a', term: leaderA.term });
     let bWon = false;
     const campaignB = b.redlock.election(name).campaign('pod-b').then((leadership) => ((bWon = true), leadership));
     // b waits in the queue while a leads: a few of a's renewals would not let it in either.
@@ -30,9 +30,9 @@ describe('election: campaign, resign, observe', () => {
     expect(leaderA.isLeader).toBe(false);
     const leaderB = await campaignB;
     expect(leaderB.term).toBeGreaterThan(leaderA.term);
-    await expect.poll(() => watcher.redlock.election(name).leader()).toMatchObject({ identity: 'pod-b', term: leaderB.term });
+    await expect.poll(() => watcher.redlock.election(name).leader(), { timeout: 10_000 }).toMatchObject({ identity: 'pod-b', term: leaderB.term });
     await leaderB.resign();
-    await expect.poll(() => watcher.redlock.election(name).leader()).toBeNull();
+    await expect.poll(() => watcher.redlock.election(name).leader(), { timeout: 10_000 }).toBeNull();
   });
 
   it("replaces a leader that went silent once its lease runs out, and tells the old one it lost", async () => {
@@ -54,9 +54,9 @@ describe('election: campaign, resign, observe', () => {
 
   it('keeps leading past maxExtensions: a lease is renewed for as long as the leader lives', async () => {
     const a = await engine({ maxExtensions: 2 });
-    const leader = await a.redlock.election('long', { leaseMs: 200 }).campaign('pod-a');
-    // Renewed every 100 ms or so: well past two renewals.
-    await expect.poll(() => leader.heldMs, { interval: 50, timeout: 5_000 }).toBeGreaterThan(1_000);
+    const leader = await a.redlock.election('long', { leaseMs: 1_000 }).campaign('pod-a');
+    // Renewed every 500 ms or so: well past two renewals.
+    await expect.poll(() => leader.heldMs, { interval: 100, timeout: 10_000 }).toBeGreaterThan(3_000);
     expect(leader.isLeader).toBe(true);
     expect(leader.signal.aborted).toBe(false);
     await leader.resign();

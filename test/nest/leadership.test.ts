@@ -45,18 +45,18 @@ describe('@WhileLeader and LeadershipService, two replicas on real masters', () 
   it('runs the duty on one replica; its shutdown stops the duty, resigns, and the other replica runs it with a larger term', async () => {
     const runs: { replica: string; term: number; stopped?: boolean }[] = [];
     const a = await replicaApp('pod-a', runs);
-    await expect.poll(() => runs.length).toBe(1);
+    await expect.poll(() => runs.length, { timeout: 10_000 }).toBe(1);
     const b = await replicaApp('pod-b', runs);
     const serviceA = a.get(LeadershipService);
     const serviceB = b.get(LeadershipService);
     expect(serviceA.isLeader('stream-consumer')).toBe(true);
     expect(serviceB.isLeader('stream-consumer')).toBe(false);
-    await expect.poll(() => serviceB.leader('stream-consumer')).toMatchObject({ identity: 'pod-a', term: runs[0]!.term });
+    await expect.poll(() => serviceB.leader('stream-consumer'), { timeout: 10_000 }).toMatchObject({ identity: 'pod-a', term: runs[0]!.term });
     const elected = firstValueFrom(serviceB.changes('stream-consumer'));
     await closeApp(a);
     expect(runs[0]).toMatchObject({ replica: 'pod-a', stopped: true });
     expect(await elected).toMatchObject({ kind: 'elected', election: 'stream-consumer', identity: 'pod-b' });
-    await expect.poll(() => runs.length).toBe(2);
+    await expect.poll(() => runs.length, { timeout: 10_000 }).toBe(2);
     expect(runs[1]!.replica).toBe('pod-b');
     expect(runs[1]!.term).toBeGreaterThan(runs[0]!.term);
     expect(serviceB.isLeader('stream-consumer')).toBe(true);
@@ -88,7 +88,7 @@ describe('@WhileLeader and LeadershipService, two replicas on real masters', () 
     const flaky = await createApp({ imports: [options('flaky')], providers: [Flaky] });
     await failedOnce.promise;
     const steady = await createApp({ imports: [options('steady')], providers: [Steady] });
-    await expect.poll(() => steady.get(LeadershipService).isLeader('flaky')).toBe(true);
+    await expect.poll(() => steady.get(LeadershipService).isLeader('flaky'), { timeout: 10_000 }).toBe(true);
     // Once it failed, the flaky replica stood back for a lease; the steady one leads from then on.
     expect(attempts.at(-1)).toBe('steady');
     expect(flaky.get(LeadershipService).isLeader('flaky')).toBe(false);
@@ -100,7 +100,7 @@ describe('@WhileLeader and LeadershipService, two replicas on real masters', () 
       imports: [TerminusModule, RedlockModule.forRoot({ ...fleetOptions(fleet), leadership: { identity: 'pod-h' } })],
       providers: [dutyProvider('pod-h', runs), LeadershipHealthIndicator],
     });
-    await expect.poll(() => runs.length).toBe(1);
+    await expect.poll(() => runs.length, { timeout: 10_000 }).toBe(1);
     const health = app.get(HealthCheckService);
     const indicator = app.get(LeadershipHealthIndicator);
     const result = await health.check([() => indicator.isHealthy('leadership', ['stream-consumer', 'nobody-campaigns'])]);
@@ -130,7 +130,7 @@ describe('@WhileLeader under RedlockTestingModule', () => {
   it('runs the duty at bootstrap, in memory', async () => {
     const runs: { replica: string; term: number }[] = [];
     const app = await createApp({ imports: [RedlockTestingModule.forRoot({ leadership: { identity: 'test' } })], providers: [dutyProvider('test', runs)] });
-    await expect.poll(() => runs.length).toBe(1);
+    await expect.poll(() => runs.length, { timeout: 10_000 }).toBe(1);
     expect(await app.get(LeadershipService).leader('stream-consumer')).toMatchObject({ identity: 'test' });
   });
 });
