@@ -77,7 +77,8 @@ export class Election extends EventEmitter {
    * Waits until this caller leads the election, then resolves with its Leadership. Waits in the
    * masters' fair queue: woken at once when the leader resigns, or when its lease runs out.
    * While too few masters answer it keeps trying (after the restart quarantine, when that is
-   * what is missing); only `signal` or a bad argument makes it reject.
+   * what is missing); only `signal`, the engine's `releaseAll` (AcquireAbortedError) or a bad
+   * argument makes it reject.
    */
   async campaign(identity: string, options: CampaignOptions = {}): Promise<Leadership> {
     if (typeof identity !== 'string' || identity.length === 0 || identity.length > 256 || identity.includes('\n')) {
