@@ -148,6 +148,11 @@ export class LockSession {
     this.#exit = this.reentrant ? Promise.resolve(undefined) : (this.#stopExtending?.(), this.lock.release());
     return this.#exit;
   }
+
+  /** `await using session = await redlock.enter(...)`: exited when the block is left. */
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.exit();
+  }
 }
 
 /** Whether a hold can still be relied on: not released, not lost, within its validity. */

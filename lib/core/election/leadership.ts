@@ -83,6 +83,11 @@ export class Leadership {
     await this.#lock.release();
   }
 
+  /** `await using leadership = await election.campaign(...)`: resigned when the block is left. */
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.resign();
+  }
+
   #schedule(delayMs: number): void {
     if (this.#end) return;
     this.#timer = setTimeout(() => this.#renew(), timerDelay(Math.max(0, Math.floor(delayMs))));

@@ -208,6 +208,14 @@ export class Lock {
   }
 
   /**
+   * `await using lock = await redlock.acquire(...)`: released when the block is left, however
+   * it is left (TypeScript 5.2+, Node 20.19+).
+   */
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.release();
+  }
+
+  /**
    * @internal Calls `listener` once when the lock stops being reliable: released, or lost (its
    * signal fires), or at once if it already has. Unlike `signal`, a release counts: this is for
    * work that runs under another's hold (reentrant or nested sessions), which must not carry on

@@ -86,6 +86,14 @@ export async function pay(clients: Redis[], order: string): Promise<number> {
   }
 }
 
+/** `await using`: a held lock, an entered session and a won leadership are AsyncDisposable (TypeScript 5.2+). */
+export async function reserve(redlock: Redlock, sku: string): Promise<number> {
+  await using lock = await redlock.acquire(`stock:${sku}`, 10_000);
+  await using session = await redlock.enter(`shelf:${sku}`, 10_000);
+  await using leadership = await redlock.election('restock').campaign('pod-a');
+  return lock.remainingMs() + session.lock.remainingMs() + leadership.term;
+}
+
 // @ts-expect-error a duration is a number of ms
 void new NodeRedlock([]).acquire(['r'], '5s');
 
