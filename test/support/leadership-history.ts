@@ -5,8 +5,8 @@ import type { LeaderEvent } from '../nest/support/leader-app.js';
  * reported (every `at` on the machine's one wall clock):
  * - terms rise strictly: each election won has a larger term than every one won before it;
  * - validity windows never overlap: a write of term T at `at`, made while its leader could still
- *   rely on the lease for `remainingMs` (or until it resigned, if sooner), ends before any write
- *   of a later term begins;
+ *   rely on the lease for `remainingMs` (or until it learnt that its leadership ended, if
+ *   sooner), ends before any write of a later term begins;
  * - a deposed leader's writes are refused: once a later term's write was accepted, no write of
  *   an earlier term issued after it is accepted (the fenced store's answer).
  * Returns one line per violation (empty: the history is sound).
@@ -18,10 +18,11 @@ export function leadershipViolations(events: readonly LeaderEvent[]): string[] {
     const [before, after] = [elected[i - 1]!, elected[i]!];
     if (after.term <= before.term) violations.push(`term ${after.term} (${after.replica}) won after term ${before.term} (${before.replica}): terms must rise`);
   }
-  // A resignation ends the leader's reliance on its lease when it is made, whatever was left of it.
-  const resignedAt = new Map<number, number>();
-  for (const event of events) if (event.kind === 'ended' && event.reason === 'resigned') resignedAt.set(event.term, event.at);
-  const reliedUntil = (write: { term: number; at: number; remainingMs: number }) => Math.min(write.at + write.remainingMs, resignedAt.get(write.term) ?? Infinity);
+  // A leader stops relying on its lease when it learns that its leadership ended (it resigned, or
+  // found it lost), whatever was left of it: its writes in flight then are the fence's to refuse.
+  const endedAt = new Map<number, number>();
+  for (const event of events) if (event.kind === 'ended') endedAt.set(event.term, event.at);
+  const reliedUntil = (write: { term: number; at: number; remainingMs: number }) => Math.min(write.at + write.remainingMs, endedAt.get(write.term) ?? Infinity);
   const writes = events.filter((event): event is Extract<LeaderEvent, { kind: 'write' }> => event.kind === 'write').sort((a, b) => a.at - b.at);
   // Per term, its writes' latest believed end, and its first write: enough to compare every pair of terms.
   const terms = new Map<number, { replica: string; firstAt: number; believedUntil: number; lastAt: number }>();

@@ -1,8 +1,7 @@
-import { monotonicNow } from '../base/clock.js';
 import { QuorumUnreachableError } from '../base/errors.js';
 import type { Lock } from '../lock/lock.js';
-import { nodeTimeoutMs } from '../lock/redlock-options.js';
 import type { EngineRounds } from '../rounds/engine-rounds.js';
+import { readEveryMaster } from '../rounds/read-round.js';
 import type { RoundReply } from '../rounds/quorum-round.js';
 import { script } from '../scripts/lua-script.js';
 
@@ -67,26 +66,8 @@ export class MasterLeaderRecords implements LeaderRecords {
   async read(election: string, resource: string, leaseMs: number): Promise<LeaderInfo | null> {
     const { rounds } = this;
     const keys = [rounds.names.lock(resource), rounds.names.leader(resource)];
-    const views: (MasterView | undefined)[] = rounds.nodes.map(() => undefined);
-    const timeoutMs = nodeTimeoutMs(rounds.options, leaseMs);
-    const ask = rounds.vote((node) => node.run(READ, keys, []));
-    const started = monotonicNow();
-    const result = await rounds.round(
-      leaseMs,
-      answered,
-      (node, index) =>
-        ask(node).then((reply) => {
-          views[index] = masterView(reply);
-          return reply;
-        }),
-      'extend',
-    );
-    // The round is decided once a majority answered; a leader held by exactly a majority may be
-    // on the others, so they get the rest of the timeout too.
-    let timer: NodeJS.Timeout | undefined;
-    const late = new Promise((resolve) => (timer = setTimeout(resolve, Math.max(0, started + timeoutMs - monotonicNow()))));
-    await Promise.race([Promise.allSettled(result.requests), late]);
-    clearTimeout(timer);
+    const { replies, round: result } = await readEveryMaster(rounds, leaseMs, (node) => node.run(READ, keys, []));
+    const views = replies.map((reply) => (reply === undefined ? undefined : masterView(reply)));
     const known = views.filter((view): view is MasterView => view !== undefined);
     if (known.length < rounds.quorum) throw new QuorumUnreachableError([resource], rounds.quorum, result.outcomes, 'too few masters answered to say who leads');
     return leaderOf(election, known, rounds.quorum);
@@ -121,4 +102,3 @@ function masterView(reply: unknown): MasterView {
 }
 
 const grantedIfWritten = (reply: unknown): RoundReply => ({ granted: reply === 1 });
-const answered = (): RoundReply => ({ granted: true });
