@@ -3,7 +3,7 @@
 
 // lib/core's layer folders, top first. A folder imports only the folders after it in this list;
 // files inside one folder import each other freely. 'facade' is the files directly in lib/core.
-const CORE_LAYERS = ['facade', 'election', 'acquire', 'kinds', 'waiting', 'rounds', 'voters', 'scripts', 'lock', 'base'];
+const CORE_LAYERS = ['facade', 'election', 'inspection', 'acquire', 'kinds', 'waiting', 'rounds', 'voters', 'scripts', 'lock', 'base'];
 
 const layerPath = (layer) => (layer === 'facade' ? '^lib/core/[^/]+$' : `^lib/core/${layer}/`);
 

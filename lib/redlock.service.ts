@@ -3,6 +3,7 @@ import type { Lock } from './core/lock/lock.js';
 import { currentScope, type LockSession } from './core/acquire/lock-session.js';
 import { Redlock, type AcquireOptions, type LockedRoutine, type UsingOptions } from './core/redlock.js';
 import type { RedlockEngine } from './core/redlock-engine.js';
+import type { LockInspection } from './core/inspection/lock-inspection.js';
 import { RedisConnections } from './redis-connections.js';
 import { REDLOCK_SETTINGS } from './redlock.constants.js';
 
@@ -91,6 +92,15 @@ export class RedlockService implements OnApplicationShutdown {
   /** Fires when any lock the current context holds is lost; undefined outside locked work. */
   currentSignal(): AbortSignal | undefined {
     return currentScope(this.engine)?.signal;
+  }
+
+  /**
+   * What each resource looks like on the masters now, without taking it: held, free or unknown
+   * as a majority says, and by what, until when, its fence and its waiters (`Redlock.inspect`).
+   * A snapshot for operators and dashboards, never a reason to skip taking the lock.
+   */
+  inspect(resources: string | readonly string[]): Promise<LockInspection[]> {
+    return this.engine.inspect(resources);
   }
 
   /**

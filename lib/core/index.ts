@@ -7,6 +7,7 @@ export { LockSession } from './acquire/lock-session.js';
 export { Election, type CampaignOptions, type ElectionOptions } from './election/election.js';
 export { Leadership, type LeadershipEnd } from './election/leadership.js';
 export type { LeaderInfo } from './election/leader-records.js';
+export type { FreesIn, InspectedKind, LockInspection, MasterInspection } from './inspection/lock-inspection.js';
 export type { NodeOutcome, NodeStatus } from './base/node-outcome.js';
 export type {
   AcquireObserver,

@@ -14,6 +14,7 @@ import { ClusterVoter } from './voters/cluster-voter.js';
 import { KeyNames } from './rounds/key-names.js';
 import { Election, type ElectionEngine, type ElectionOptions } from './election/election.js';
 import { MasterLeaderRecords } from './election/leader-records.js';
+import { inspectResources, type LockInspection } from './inspection/lock-inspection.js';
 import { LocalHandOver } from './waiting/local-hand-over.js';
 import { LocalQueue } from './waiting/local-queue.js';
 import { QueueEntries } from './waiting/queue-entries.js';
@@ -23,7 +24,7 @@ import { RestartQuarantine, type QuarantineNotice } from './voters/restart-quara
 import { repeats, VoterAdmission, type DuplicateMaster } from './voters/voter-admission.js';
 import { isSentinelManaged } from './voters/sentinel-voter.js';
 import { nodeTimeoutMs, resolveOptions, type RedlockOptions, type ResolvedRedlockOptions } from './lock/redlock-options.js';
-import { checkProbeTimeout, checkTtl } from './base/argument-checks.js';
+import { checkProbeTimeout, checkTtl, checkResources } from './base/argument-checks.js';
 import type { AcquireOptions, LockedRoutine, UsingOptions } from './lock/acquire-options.js';
 import { redisKinds } from './kinds/kinds.js';
 import type { EngineRounds } from './rounds/engine-rounds.js';
@@ -53,6 +54,8 @@ export class Redlock extends EventEmitter implements LockEngine {
   /** Where elections say who leads them, on these masters. */
   readonly #leaderRecords: MasterLeaderRecords;
   readonly #instrumentation: InstrumentationGuard | undefined;
+  /** What the kinds' rounds use of this engine; inspections read the masters through it. */
+  readonly #rounds: EngineRounds;
   /** Per kind of round, what tells the instrumentation of a master's failure: made once, not per round. */
   readonly #masterFailures: Record<RoundOperation, (index: number, failure: MasterFailure) => void> | undefined;
 
@@ -105,6 +108,7 @@ export class Redlock extends EventEmitter implements LockEngine {
       held: (lock, round, waiter, queuing, since) => held.add(lock, round, waiter, queuing, since),
     });
     this.#leaderRecords = new MasterLeaderRecords(rounds);
+    this.#rounds = rounds;
     this.#core = new EngineCore(this, {
       quorum: this.quorum,
       options: this.options,
@@ -172,6 +176,20 @@ export class Redlock extends EventEmitter implements LockEngine {
    */
   enter(resources: string | readonly string[], ttlMs: number, options: UsingOptions = {}): Promise<LockSession> {
     return this.#core.enter(resources, ttlMs, options);
+  }
+
+  /**
+   * What each resource looks like on the masters now, without taking it (nothing is written):
+   * held, free or unknown as a majority says, by what kind of lock, until when, its fence, how
+   * many wait, and each master's answer (never a token). A snapshot, never a reason to skip
+   * locking: the lock may change hands the moment after.
+   */
+  inspect(resources: string | readonly string[]): Promise<LockInspection[]> {
+    try {
+      return inspectResources(this.#rounds, checkResources(resources, this.options.maxResources));
+    } catch (error) {
+      return Promise.reject(error);
+    }
   }
 
   /**

@@ -20,6 +20,7 @@ import { memoryKinds } from './memory-kinds/memory-kinds.js';
 import type { MemoryHoldKind } from './memory-kinds/memory-kind.js';
 import { WaitingCount } from './waiting-count.js';
 import { MemoryLeaderRecords } from './memory-leader-records.js';
+import { inspectionOf, summarise, tagOf, type LockInspection } from '../core/inspection/lock-inspection.js';
 import { Election, type ElectionEngine, type ElectionOptions } from '../core/election/election.js';
 
 export { IN_MEMORY_MASTER };
@@ -110,6 +111,25 @@ export class InMemoryRedlock extends EventEmitter implements RedlockEngine, Lock
   /** As `Redlock.claim`: one round; won, the lock is left to expire, never released. */
   claim(resources: string | readonly string[], ttlMs: number): Promise<boolean> {
     return this.#core.claim(resources, ttlMs);
+  }
+
+  /** As `Redlock.inspect`: what the modelled masters hold for each resource; writes nothing. */
+  async inspect(resources: string | readonly string[]): Promise<LockInspection[]> {
+    const list = checkResources(resources, this.options.maxResources);
+    return list.map((resource) => {
+      const key = this.#names.lock(resource);
+      if (!this.#store.reachable) return summarise(resource, [{ node: IN_MEMORY_MASTER, state: 'unknown', error: UNREACHABLE }], this.quorum);
+      const facts = this.#store.inspect(key);
+      const master = inspectionOf(IN_MEMORY_MASTER, {
+        ...tagOf(facts.value),
+        pttl: facts.ttlMs,
+        holders: facts.holders,
+        latest: facts.latestMs,
+        waiting: facts.waiting,
+        fence: facts.fence,
+      });
+      return summarise(resource, [master], this.quorum);
+    });
   }
 
   /** As `Redlock.election`: a leader election among this engine's callers. */

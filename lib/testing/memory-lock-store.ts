@@ -98,6 +98,17 @@ export class MemoryLockStore implements WakeupSource {
     return holders;
   }
 
+  /** What `key` holds, as the inspect script reads a master: its value, live holders, waiters and fence. Writes nothing. */
+  inspect(key: string): { value: string | undefined; ttlMs: number; holders: number; latestMs: number; waiting: number; fence: number | undefined } {
+    const now = monotonicNow();
+    const value = this.get(key);
+    const ttl = this.ttl(key);
+    const live = [...(this.#holders.get(key)?.values() ?? [])].filter((holder) => holder.expiresAt > now);
+    const latestMs = Math.max(0, ...live.map((holder) => Math.round(holder.expiresAt - now)));
+    const waiting = (this.#queues.get(key) ?? []).filter((entry) => entry.deadline >= now).length;
+    return { value, ttlMs: value === undefined ? -2 : (ttl ?? -1), holders: live.length, latestMs, waiting, fence: this.#fences.get(key) };
+  }
+
   /** Raises the fence counters of `keys` past the highest of them, as a fenced acquisition does: the new fence. */
   raiseFence(keys: readonly string[], timeFloor: boolean): number {
     const fence = nextFence(Math.max(0, ...keys.map((key) => this.#fences.get(key) ?? 0)), timeFloor);
