@@ -95,6 +95,14 @@ export class RedlockService implements OnApplicationShutdown {
   }
 
   /**
+   * Takes up a lock another replica (or a scheduler) handed over with `lock.handOver()`, to
+   * extend and release it here (`Redlock.adopt`). The handle carries the lock's token: never log it.
+   */
+  adopt(handle: string, ttlMs?: number): Promise<Lock> {
+    return this.engine.adopt(handle, ttlMs);
+  }
+
+  /**
    * What each resource looks like on the masters now, without taking it: held, free or unknown
    * as a majority says, and by what, until when, its fence and its waiters (`Redlock.inspect`).
    * A snapshot for operators and dashboards, never a reason to skip taking the lock.

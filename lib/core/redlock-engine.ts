@@ -8,5 +8,5 @@ import type { Redlock } from './redlock.js';
  */
 export type RedlockEngine = Pick<
   Redlock,
-  'acquire' | 'tryAcquire' | 'claim' | 'election' | 'inspect' | 'using' | 'enter' | 'expectTtl' | 'verifyMasters' | 'checkMasters' | 'heldLocks' | 'releaseAll' | 'close'
+  'acquire' | 'tryAcquire' | 'adopt' | 'claim' | 'election' | 'inspect' | 'using' | 'enter' | 'expectTtl' | 'verifyMasters' | 'checkMasters' | 'heldLocks' | 'releaseAll' | 'close'
 >;

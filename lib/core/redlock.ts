@@ -179,6 +179,17 @@ export class Redlock extends EventEmitter implements LockEngine {
   }
 
   /**
+   * Takes up a lock that another process (or engine) on the same masters handed over with
+   * `lock.handOver()`: one extension round to `ttlMs` (default: the ttl the lock had), after
+   * which the lock is this engine's to extend and release, with the same fence. Rejects with
+   * LockLostError when a majority no longer holds it, InvalidArgumentError for a string that is
+   * not a handle (which is never echoed: a handle carries the lock's token).
+   */
+  adopt(handle: string, ttlMs?: number): Promise<Lock> {
+    return this.#core.adopt(handle, ttlMs);
+  }
+
+  /**
    * What each resource looks like on the masters now, without taking it (nothing is written):
    * held, free or unknown as a majority says, by what kind of lock, until when, its fence, how
    * many wait, and each master's answer (never a token). A snapshot, never a reason to skip
@@ -277,6 +288,11 @@ export class Redlock extends EventEmitter implements LockEngine {
   /** @internal Use `lock.release()`. */
   releaseLock(lock: Lock): Promise<ReleaseResult> {
     return this.#core.releaseLock(lock);
+  }
+
+  /** @internal Use `lock.handOver()`. */
+  handOverLock(lock: Lock): void {
+    this.#core.handOverLock(lock);
   }
 
   private round(

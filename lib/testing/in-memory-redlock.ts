@@ -113,6 +113,11 @@ export class InMemoryRedlock extends EventEmitter implements RedlockEngine, Lock
     return this.#core.claim(resources, ttlMs);
   }
 
+  /** As `Redlock.adopt`: takes up a lock handed over by `lock.handOver()` on this engine. */
+  adopt(handle: string, ttlMs?: number): Promise<Lock> {
+    return this.#core.adopt(handle, ttlMs);
+  }
+
   /** As `Redlock.inspect`: what the modelled masters hold for each resource; writes nothing. */
   async inspect(resources: string | readonly string[]): Promise<LockInspection[]> {
     const list = checkResources(resources, this.options.maxResources);
@@ -278,6 +283,11 @@ export class InMemoryRedlock extends EventEmitter implements RedlockEngine, Lock
   /** @internal Use `lock.release()`. */
   releaseLock(lock: Lock): Promise<ReleaseResult> {
     return this.#core.releaseLock(lock);
+  }
+
+  /** @internal Use `lock.handOver()`. */
+  handOverLock(lock: Lock): void {
+    this.#core.handOverLock(lock);
   }
 
   /** @internal Reports a lost lock to the instrumentation, as the real engine does. */

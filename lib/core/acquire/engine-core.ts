@@ -1,7 +1,11 @@
 import { monotonicNow, validityLeftMs } from '../base/clock.js';
 import { LockHeldError, LockLostError } from '../base/errors.js';
 import { extensionOutcome } from '../lock/instrumentation-guard.js';
-import { startExtension, type Lock, type ReleaseResult } from '../lock/lock.js';
+import { Lock, startExtension, type LockEngine, type ReleaseResult } from '../lock/lock.js';
+import { decodeHandle } from '../lock/lock-handle.js';
+import { checkResources, checkTtl } from '../base/argument-checks.js';
+import { resolveWait } from '../lock/redlock-options.js';
+import { Waiter } from '../waiting/waiter.js';
 import { roundFailure } from '../rounds/round-failure.js';
 import { checkCall, oneRound, type AcquireOptions, type LockedRoutine, type UsingOptions } from '../lock/acquire-options.js';
 import type { Acquisition, HeldLocks } from './held-locks.js';
@@ -25,11 +29,14 @@ export class EngineCore {
   readonly #acquirer: LockAcquirer;
   readonly #sessions: SessionEngine;
 
+  readonly #engine: LockEngine;
+
   constructor(
-    /** The engine: what sessions are scoped by (currentScope). */
-    engine: object,
+    /** The engine: what sessions are scoped by (currentScope), and what adopted locks call back. */
+    engine: LockEngine,
     parts: CoreParts,
   ) {
+    this.#engine = engine;
     this.#parts = parts;
     this.#acquirer = new LockAcquirer(parts);
     const acquireChecked = (list: string[], ttlMs: number, options: UsingOptions) => {
@@ -123,6 +130,37 @@ export class EngineCore {
     const acquisition = this.#parts.held.release(lock);
     const held = acquisition && { round: acquisition.round, waiter: acquisition.waiter, waiterId: enlisted(acquisition) ? acquisition.waiter.id : '' };
     return this.#parts.kinds.of(lock.kind).release(lock, held);
+  }
+
+  /** The lock leaves for another process (`lock.handOver()`): forgotten here, its end reported, nothing given back. */
+  handOverLock(lock: Lock): void {
+    const acquisition = this.#parts.held.release(lock);
+    const held = acquisition && { round: acquisition.round, waiter: acquisition.waiter, waiterId: enlisted(acquisition) ? acquisition.waiter.id : '' };
+    this.#parts.kinds.of(lock.kind).handAway(lock, held);
+  }
+
+  /**
+   * Takes up a lock another engine handed over (`lock.handOver()`). Its validity here is this
+   * engine's own: the lock is extended to `ttlMs` (the handle's ttl by default) in a round of
+   * this engine, and its validity counts from before that round, on this process's clock.
+   */
+  async adopt(handle: string, ttlMs?: number): Promise<Lock> {
+    const content = decodeHandle(handle);
+    const { options, names } = this.#parts;
+    const ttl = checkTtl('ttlMs', ttlMs ?? content.ttlMs, options.maxTtlMs);
+    const resources = checkResources(content.resources, options.maxResources);
+    const keys = resources.map((resource) => names.lock(resource));
+    const { token, fence, kind, slots } = content;
+    const lock = new Lock(this.#engine, resources, keys, token, ttl, monotonicNow() + ttl, fence, kind, slots);
+    this.#parts.quarantine?.observeTtl(ttl);
+    try {
+      await this.#extend(lock, ttl);
+    } catch (error) {
+      if (!(error instanceof LockLostError)) throw error;
+      throw new LockLostError(resources, 'the handed-over lock is not held on a majority of these masters (it expired or was released, or these masters name their keys otherwise)');
+    }
+    this.#parts.held.add(lock, undefined, new Waiter(false, undefined, [], resolveWait({}, options), undefined), false);
+    return lock;
   }
 
   async #extend(lock: Lock, ttlMs: number): Promise<void> {

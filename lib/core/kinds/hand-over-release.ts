@@ -29,3 +29,13 @@ export async function handOverOrFree(
   handOver.wakeNext(line);
   return result;
 }
+
+/**
+ * A hold of a kind that passes holds on within a process, handed to another process: nobody here
+ * gets it, the masters keep it, and the next caller of this process asleep on `line` goes to ask.
+ */
+export function handAwayFrom(parts: KindParts, lock: Lock, held: HeldBy | undefined, line: string, keep: string): void {
+  if (held && held.waiterId !== '') parts.entries.leave(lock.resources, held.waiter, keep);
+  parts.handOver.released(lock, line);
+  parts.handOver.wakeNext(line);
+}

@@ -44,6 +44,12 @@ export interface HoldKind {
   extend(lock: Lock, ttlMs: number): Promise<RoundResult>;
   /** Gives the hold back on every master (or to a caller of this process waiting for it). */
   release(lock: Lock, held: HeldBy | undefined): Promise<ReleaseResult>;
+  /**
+   * The hold leaves this process without being given back (`lock.handOver()`): the masters keep
+   * it for its new holder; the old holder's queue entries go, and this process's callers after it
+   * ask the masters like anyone else.
+   */
+  handAway(lock: Lock, held: HeldBy | undefined): void;
 }
 
 /** An engine's kinds: the one for each kind a caller's options parse into (kinds/kinds.ts, or another engine's). */

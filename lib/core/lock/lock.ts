@@ -4,6 +4,7 @@ import { ExtensionLimitError, LockLostError, type RoundOutcomes } from '../base/
 import { WRITE, type LockKind, type LockMode } from './lock-kind.js';
 import type { NodeOutcome } from '../base/node-outcome.js';
 import { checkTtl, MAX_DELAY_MS, timerDelay } from '../base/argument-checks.js';
+import { encodeHandle } from './lock-handle.js';
 
 /** What a release did on each master. Releasing never throws: an expired lock is a normal case. */
 export interface ReleaseResult {
@@ -17,7 +18,8 @@ export interface ReleaseResult {
   readonly heldUntilRelease: boolean;
   /**
    * True when the keys went straight to another caller of this process waiting for the same
-   * resources (no round trip; the masters were not asked, so `nodes` is empty).
+   * resources, or to another process by `handOver()` (no round trip; the masters were not
+   * asked, so `nodes` is empty).
    */
   readonly handedOver?: boolean;
   /** What each master did, as they answer (filled in after `release()` resolves, for the slower ones). */
@@ -33,6 +35,8 @@ export interface LockEngine {
   releaseLock(lock: Lock): Promise<ReleaseResult>;
   /** Told when the lock's signal fires, before its listeners run (for instrumentation). */
   lockLost?(lock: Lock, error: unknown): void;
+  /** The lock leaves this engine for another (`lock.handOver()`): forgotten here, not released. */
+  handOverLock?(lock: Lock): void;
 }
 
 /** What a lock shows of itself when serialised or inspected: nothing that grants access. */
@@ -205,6 +209,29 @@ export class Lock {
       if (this.#endListeners) this.#ended(new LockLostError(this.resources, 'released'));
     }
     return this.#release;
+  }
+
+  /**
+   * Hands this lock to another process or engine on the same masters: returns a handle that
+   * `redlock.adopt(handle)` there takes up, to extend and release the lock, with the same fence.
+   * From now on this `Lock` is done with here, as if released, but the masters keep it: it is no
+   * longer extended (by `using`, `enter` or `@WithLock` either), `release()` and `releaseAll`
+   * leave it be, `remainingMs()` is 0. Its signal does not fire.
+   *
+   * The handle carries the lock's token: whoever has it can extend and release the lock. Pass it
+   * as you would a credential, and never log it.
+   */
+  handOver(): string {
+    if (this.#release) throw new LockLostError(this.resources, 'released, or handed over already');
+    if (this.remainingMs() <= 0) throw new LockLostError(this.resources, 'validity expired before the hand-over');
+    if (!this.#engine.handOverLock) throw new LockLostError(this.resources, 'its engine cannot hand locks over');
+    const { resources, kind, fence, slots } = this;
+    const handle = encodeHandle({ resources, token: this.#token, kind, ttlMs: this.#ttlMs, fence, slots });
+    clearTimeout(this.#deadlineTimer);
+    this.#release = Promise.resolve({ releasedOn: 0, heldUntilRelease: true, nodes: [], handedOver: true });
+    this.#engine.handOverLock(this);
+    if (this.#endListeners) this.#ended(new LockLostError(this.resources, 'handed over to another process'));
+    return handle;
   }
 
   /**

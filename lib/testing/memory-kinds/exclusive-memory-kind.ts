@@ -2,7 +2,7 @@ import type { AttemptCall, Attempted, HeldBy } from '../../core/kinds/hold-kind.
 import { WRITE } from '../../core/lock/lock-kind.js';
 import type { Lock, ReleaseResult } from '../../core/lock/lock.js';
 import type { RoundResult } from '../../core/rounds/quorum-round.js';
-import { attemptOn, extendOn, longer, MemoryKind, releaseOn, type MemoryHoldKind, type MemoryKindParts, type Take } from './memory-kind.js';
+import { attemptOn, extendOn, handAwayOn, longer, MemoryKind, releaseOn, type MemoryHoldKind, type MemoryKindParts, type Take } from './memory-kind.js';
 
 /** How a semaphore's marker begins (`*s<limit>`): a resource of another family, never waited for. */
 const PERMITS_MARKER = '*s';
@@ -72,6 +72,10 @@ export class MemoryExclusiveKind extends MemoryKind implements MemoryHoldKind {
       for (const key of lock.keys) store.expire(key, ttlMs);
       return true;
     });
+  }
+
+  handAway(lock: Lock, held: HeldBy | undefined): void {
+    handAwayOn(this.parts.store, lock, held);
   }
 
   release(lock: Lock, held: HeldBy | undefined): Promise<ReleaseResult> {

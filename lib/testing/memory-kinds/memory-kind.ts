@@ -89,6 +89,11 @@ export async function releaseOn(store: MemoryLockStore, lock: Lock, held: HeldBy
   return { releasedOn: freed ? 1 : 0, heldUntilRelease: freed, nodes: [{ node: IN_MEMORY_MASTER, status: freed ? 'granted' : 'refused' }] };
 }
 
+/** A hold handed to another process (`lock.handOver()`): it stays on the stand-in master; the holder's queue entries go. */
+export function handAwayOn(store: MemoryLockStore, lock: Lock, held: HeldBy | undefined): void {
+  if (held) store.leave(lock.keys, held.waiterId);
+}
+
 /**
  * What a kind over the stand-in master answers the acquire loop between its rounds: no holder
  * in this process to wait for, and no hand-off (a release frees the keys and wakes the waiters).

@@ -5,7 +5,7 @@ import type { Lock, ReleaseResult } from '../../core/lock/lock.js';
 import type { RoundResult } from '../../core/rounds/quorum-round.js';
 import type { Waiter } from '../../core/waiting/waiter.js';
 import type { SharedHolder } from '../memory-lock-store.js';
-import { attemptOn, extendOn, longer, MemoryKind, releaseOn, type MemoryHoldKind, type MemoryKindParts, type Take } from './memory-kind.js';
+import { attemptOn, extendOn, handAwayOn, longer, MemoryKind, releaseOn, type MemoryHoldKind, type MemoryKindParts, type Take } from './memory-kind.js';
 
 /**
  * Holds that share a resource (kinds/shared: readers and permits) on the stand-in master: the
@@ -107,6 +107,10 @@ export class MemorySharedKind extends MemoryKind implements MemoryHoldKind {
       for (const key of lock.keys) if ((store.ttl(key) ?? 0) < ttlMs) store.expire(key, ttlMs);
       return true;
     });
+  }
+
+  handAway(lock: Lock, held: HeldBy | undefined): void {
+    handAwayOn(this.parts.store, lock, held);
   }
 
   release(lock: Lock, held: HeldBy | undefined): Promise<ReleaseResult> {

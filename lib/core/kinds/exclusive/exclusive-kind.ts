@@ -14,7 +14,7 @@ import { HandOffGrants, type HandOffGrant } from '../../waiting/hand-off-grants.
 import { lineOf } from '../../waiting/local-hand-over.js';
 import type { Waiter } from '../../waiting/waiter.js';
 import { QUEUE_ENTRY_STAY_MS } from '../../waiting/queue-scripts.js';
-import { handOverOrFree } from '../hand-over-release.js';
+import { handAwayFrom, handOverOrFree } from '../hand-over-release.js';
 import type { AttemptCall, Attempted, GrantCall, HeldBy, HoldKind, KindParts } from '../hold-kind.js';
 import { FREES, TAKES } from './exclusive-batches.js';
 import { ACQUIRE_SCRIPT, EXTEND_SCRIPT, FENCE_SCRIPT, interpretAcquire, interpretTake } from './exclusive-scripts.js';
@@ -144,6 +144,11 @@ export class ExclusiveKind implements HoldKind {
       const round = await this.#free(lock.resources, lock.keys, lock.token, lock.ttlMs, held?.round, held?.waiterId ?? '');
       return { releasedOn: round.granted, heldUntilRelease: round.granted >= this.rounds.quorum, nodes: round.outcomes };
     });
+  }
+
+  /** Handed to another process: its keys stay (keep the token), this process's next caller asks the masters. */
+  handAway(lock: Lock, held: HeldBy | undefined): void {
+    handAwayFrom(this.rounds, lock, held, lineOf(lock.keys), lock.token);
   }
 
   /**

@@ -2,7 +2,7 @@ import type { LockKind } from '../../lock/lock-kind.js';
 import type { Lock, ReleaseResult } from '../../lock/lock.js';
 import { lineOf } from '../../waiting/local-hand-over.js';
 import type { Waiter } from '../../waiting/waiter.js';
-import { handOverOrFree } from '../hand-over-release.js';
+import { handAwayFrom, handOverOrFree } from '../hand-over-release.js';
 import type { AttemptCall, Attempted, HeldBy, KindParts } from '../hold-kind.js';
 import { SHARED_CONTENDERS, SharedKind } from '../shared/shared-holds.js';
 
@@ -47,6 +47,11 @@ export class PermitKind extends SharedKind {
   /** To a caller of this process sleeping for the same semaphore, if one is; else freed on every master. */
   override release(lock: Lock, held: HeldBy | undefined): Promise<ReleaseResult> {
     return handOverOrFree(this.rounds, lock, held, this.localLine(lineOf(lock.keys)), '', () => super.release(lock, held));
+  }
+
+  /** Handed to another process: the next caller of this process standing by for the semaphore asks the masters. */
+  override handAway(lock: Lock, held: HeldBy | undefined): void {
+    handAwayFrom(this.rounds, lock, held, this.localLine(lineOf(lock.keys)), '');
   }
 
   protected get scriptLimit(): number {

@@ -205,6 +205,11 @@ export abstract class SharedKind implements HoldKind {
     return { releasedOn: round.granted, heldUntilRelease: round.granted >= this.rounds.quorum, nodes: round.outcomes };
   }
 
+  /** Handed to another process: the hold stays on the masters; only the old holder's queue entries go. */
+  handAway(lock: Lock, held: HeldBy | undefined): void {
+    if (held && held.waiterId !== '') this.rounds.entries.leave(lock.resources, held.waiter, '');
+  }
+
   /**
    * Drops the hold on every master, behind the winning round's requests still in flight there
    * (an EVALSHA re-sent as EVAL after NOSCRIPT would otherwise land after the release).
