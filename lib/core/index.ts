@@ -8,6 +8,7 @@ export { Election, type CampaignOptions, type ElectionOptions } from './election
 export { Leadership, type LeadershipEnd } from './election/leadership.js';
 export type { LeaderInfo } from './election/leader-records.js';
 export type { FreesIn, InspectedKind, LockInspection, MasterInspection } from './inspection/lock-inspection.js';
+export type { ForcedRelease, ForcedReleaseOnMaster, QueuedWaiter, QueueListing } from './inspection/operator-scripts.js';
 export type { NodeOutcome, NodeStatus } from './base/node-outcome.js';
 export type {
   AcquireObserver,

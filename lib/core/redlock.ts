@@ -15,6 +15,7 @@ import { KeyNames } from './rounds/key-names.js';
 import { Election, type ElectionEngine, type ElectionOptions } from './election/election.js';
 import { MasterLeaderRecords } from './election/leader-records.js';
 import { inspectResources, type LockInspection } from './inspection/lock-inspection.js';
+import { forceRelease, queuedWaiters, type ForcedRelease, type QueueListing } from './inspection/operator-scripts.js';
 import { LocalHandOver } from './waiting/local-hand-over.js';
 import { LocalQueue } from './waiting/local-queue.js';
 import { QueueEntries } from './waiting/queue-entries.js';
@@ -176,6 +177,33 @@ export class Redlock extends EventEmitter implements LockEngine {
    */
   enter(resources: string | readonly string[], ttlMs: number, options: UsingOptions = {}): Promise<LockSession> {
     return this.#core.enter(resources, ttlMs, options);
+  }
+
+  /**
+   * For operators: breaks `resource`'s lock on every master that answers, whoever holds it (a
+   * lock, readers, permits), raises its fence counter so the next fenced holder's token is larger
+   * than any handed out (a store that checks tokens then refuses the old holder's writes), and
+   * wakes the first waiter. The old holder is not told: its signal fires at its next extension,
+   * or never if it does not extend. Use it on a lock whose holder is gone or stuck, never as a
+   * way to take a lock (`npx nestjs-redlock release <resource> --force`).
+   */
+  forceRelease(resource: string): Promise<ForcedRelease> {
+    try {
+      const [checked] = checkResources(resource, 1);
+      return forceRelease(this.#rounds, checked!);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  }
+
+  /** For operators: who waits in `resource`'s fair queue, first in line first, and how many masters answered. */
+  waiters(resource: string): Promise<QueueListing> {
+    try {
+      const [checked] = checkResources(resource, 1);
+      return queuedWaiters(this.#rounds, checked!);
+    } catch (error) {
+      return Promise.reject(error);
+    }
   }
 
   /**

@@ -74,7 +74,7 @@ const FIXTURES = [
   },
   {
     name: 'node-core',
-    steps: [node('check-cjs.cjs'), node('check-esm.mjs'), node('one-copy.mjs'), node('no-nest.cjs')],
+    steps: [node('check-cjs.cjs'), node('check-esm.mjs'), node('one-copy.mjs'), node('no-nest.cjs'), node('check-cli.mjs')],
   },
 ];
 
