@@ -187,23 +187,13 @@ export class Redlock extends EventEmitter implements LockEngine {
    * or never if it does not extend. Use it on a lock whose holder is gone or stuck, never as a
    * way to take a lock (`npx nestjs-redlock release <resource> --force`).
    */
-  forceRelease(resource: string): Promise<ForcedRelease> {
-    try {
-      const [checked] = checkResources(resource, 1);
-      return forceRelease(this.#rounds, checked!);
-    } catch (error) {
-      return Promise.reject(error);
-    }
+  async forceRelease(resource: string): Promise<ForcedRelease> {
+    return forceRelease(this.#rounds, checkResources(resource, 1)[0]!);
   }
 
   /** For operators: who waits in `resource`'s fair queue, first in line first, and how many masters answered. */
-  waiters(resource: string): Promise<QueueListing> {
-    try {
-      const [checked] = checkResources(resource, 1);
-      return queuedWaiters(this.#rounds, checked!);
-    } catch (error) {
-      return Promise.reject(error);
-    }
+  async waiters(resource: string): Promise<QueueListing> {
+    return queuedWaiters(this.#rounds, checkResources(resource, 1)[0]!);
   }
 
   /**
@@ -223,12 +213,8 @@ export class Redlock extends EventEmitter implements LockEngine {
    * many wait, and each master's answer (never a token). A snapshot, never a reason to skip
    * locking: the lock may change hands the moment after.
    */
-  inspect(resources: string | readonly string[]): Promise<LockInspection[]> {
-    try {
-      return inspectResources(this.#rounds, checkResources(resources, this.options.maxResources));
-    } catch (error) {
-      return Promise.reject(error);
-    }
+  async inspect(resources: string | readonly string[]): Promise<LockInspection[]> {
+    return inspectResources(this.#rounds, checkResources(resources, this.options.maxResources));
   }
 
   /**
