@@ -44,7 +44,10 @@ describe('leadership across three replica processes, real masters', () => {
     expect(result.violations).toEqual([]);
   }, timeoutMs);
 
-  it.runIf(RUN_SECONDS > 0)('the control: 2 of 3 masters restart empty with the quarantine off', async () => {
-    reports['masters-control'] = await leadershipScenario('masters', false, RUN_SECONDS);
-  }, timeoutMs);
+  // The control runs long only (it proves the checker can fail, not the library): not registered in `npm test`.
+  if (RUN_SECONDS > 0) {
+    it('the control: 2 of 3 masters restart empty with the quarantine off', async () => {
+      reports['masters-control'] = await leadershipScenario('masters', false, RUN_SECONDS);
+    }, timeoutMs);
+  }
 });
