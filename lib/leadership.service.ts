@@ -110,6 +110,8 @@ export class LeadershipService implements OnApplicationBootstrap, BeforeApplicat
     let election = this.#elections.get(name);
     if (!election) {
       election = this.engine.election(name, { leaseMs: this.settings.leadership.leaseMs });
+      // The restart quarantine's window covers the lease from the first campaign on.
+      this.engine.expectTtl(election.leaseMs);
       election.on('elected', (leadership: Leadership) => {
         this.#logger.log?.(`elected leader of ${name} as ${leadership.identity} (term ${leadership.term})`);
         this.#changes.next({ kind: 'elected', election: name, identity: leadership.identity, term: leadership.term });
