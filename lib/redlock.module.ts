@@ -25,6 +25,8 @@ async function createEngine(settings: RedlockSettings, connections: RedisConnect
     engine.expectTtl(settings.defaultTtlMs);
     // Names are compared when the options are read; one server under two names only shows here.
     await engine.verifyMasters();
+    // A Redis user whose ACL lacks a command the engine needs fails here, naming it, not at a lock.
+    await engine.verifyPermissions();
     announcement.watch(engine);
     return engine;
   } catch (error) {

@@ -3,7 +3,7 @@ import { parseArgs } from 'node:util';
 import { Redis } from 'ioredis';
 import { Redlock, type LockInspection, type RedlockOptions } from '../core/index.js';
 import { redactCredentials } from '../core/base/redact.js';
-import { probePermissions, type Permissions } from './permissions.js';
+import { probePermissions, type Permissions } from '../core/voters/permission-probe.js';
 
 // `npx nestjs-redlock <command>`: what an operator needs when a lock is stuck. Reads the masters
 // (inspect, waiters, masters) or breaks one lock (release --force). Never prints a credential or

@@ -36,6 +36,8 @@ export {
   AcquireAbortedError,
   LockKindMismatchError,
   LockUpgradeError,
+  PermissionDeniedError,
+  type DeniedCommands,
   type RedlockErrorCode,
   type RoundOutcomes,
 } from './base/errors.js';

@@ -12,6 +12,7 @@ import type { RedisNode } from './voters/redis-node.js';
 import { prepareClusterVoters, votersFrom } from './voters/voters.js';
 import { ClusterVoter } from './voters/cluster-voter.js';
 import { KeyNames } from './rounds/key-names.js';
+import { verifyPermissions } from './voters/permission-probe.js';
 import { Election, type ElectionEngine, type ElectionOptions } from './election/election.js';
 import { MasterLeaderRecords } from './election/leader-records.js';
 import { inspectResources, type LockInspection } from './inspection/lock-inspection.js';
@@ -239,6 +240,16 @@ export class Redlock extends EventEmitter implements LockEngine {
    */
   expectTtl(ttlMs: number): void {
     this.#quarantine?.observeTtl(checkTtl('ttlMs', ttlMs, this.options.maxTtlMs));
+  }
+
+  /**
+   * Tries, on every master that answers, each command the engine needs, in ways that change
+   * nothing, and rejects with PermissionDeniedError naming every master and command its Redis
+   * user may not run (an ACL without them would fail locks one by one, later). The Nest module
+   * runs it at bootstrap. Opens and closes one short-lived connection per master (SUBSCRIBE).
+   */
+  verifyPermissions(timeoutMs = 2_000): Promise<void> {
+    return verifyPermissions(this.nodes, this.options, checkProbeTimeout(timeoutMs));
   }
 
   /**

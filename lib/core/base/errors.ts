@@ -9,7 +9,8 @@ export type RedlockErrorCode =
   | 'INVALID_ARGUMENT'
   | 'ACQUIRE_ABORTED'
   | 'LOCK_KIND_MISMATCH'
-  | 'LOCK_UPGRADE';
+  | 'LOCK_UPGRADE'
+  | 'PERMISSION_DENIED';
 
 /** Base class of every error this library throws; `code` is stable across versions. */
 export abstract class RedlockError extends Error {
@@ -173,6 +174,32 @@ export class InvalidArgumentError extends RedlockError {
     expectation: string,
   ) {
     super(`invalid ${argument}: ${formatValue(value)} (${expectation})`);
+  }
+}
+
+/** What one master's user may not run of what the engine needs: `PermissionDeniedError.denied`. */
+export interface DeniedCommands {
+  /** The master, by host and port. */
+  readonly node: string;
+  /** The commands refused (NOPERM), with the key prefix or channel for those limited by one. */
+  readonly commands: readonly string[];
+}
+
+/**
+ * The Redis user of some masters may not run a command the engine needs (an ACL refused it with
+ * NOPERM): `redlock.verifyPermissions()`, which the Nest module runs at bootstrap. Names each
+ * master and command, never the user's credentials.
+ */
+export class PermissionDeniedError extends RedlockError {
+  /** Always `'PERMISSION_DENIED'`. */
+  readonly code = 'PERMISSION_DENIED';
+
+  constructor(
+    /** Per master, what its user may not run. */
+    readonly denied: readonly DeniedCommands[],
+  ) {
+    const each = denied.map(({ node, commands }) => `${node}: ${commands.join(', ')}`).join('; ');
+    super(`the Redis user may not run what the engine needs (docs/production.md, "A Redis user with the least privilege"): ${each}`);
   }
 }
 

@@ -1,0 +1,74 @@
+import { readFileSync } from 'node:fs';
+import 'reflect-metadata';
+import { Test } from '@nestjs/testing';
+import { describe, expect, it } from 'vitest';
+import { PermissionDeniedError } from '../../lib/core/index.js';
+import { RedlockConfigError, RedlockModule } from '../../lib/index.js';
+import { connectMasters, PATIENT, separateEngine } from '../support/masters.js';
+import { fileFleet } from '../support/file-fleet.js';
+
+// The engine run as the least-privilege Redis user docs/production.md documents: the rule is
+// read from the docs, so the two cannot drift apart.
+
+const { fleet: masters, opened } = fileFleet(3);
+const PASSWORD = 'pa55-for-locker';
+
+/** The `ACL SETUSER locker ...` line of the docs, as arguments, with the password put in. */
+function documentedRule(): string[] {
+  const docs = readFileSync(new URL('../../docs/production.md', import.meta.url), 'utf8');
+  const line = /^ACL SETUSER locker .*$/m.exec(docs)?.[0];
+  if (!line) throw new Error('docs/production.md has no ACL SETUSER locker line');
+  return line.split(/\s+/).slice(2).map((part) => part.replace('>password', `>${PASSWORD}`));
+}
+
+async function createUser(name: string, rule: readonly string[]): Promise<string[]> {
+  const admins = await connectMasters(masters().urls());
+  opened.push(...admins);
+  await Promise.all(admins.map((admin) => admin.call('ACL', 'SETUSER', name, 'reset', ...rule.slice(1))));
+  return masters().urls().map((url) => `redis://${name}:${PASSWORD}@${new URL(url).host}`);
+}
+
+describe('a Redis user with the least privilege', () => {
+  it('runs every feature as the documented ACL user: locks, waiting and hand-off, fencing, readers, permits, elections, inspection', async () => {
+    const urls = await createUser('locker', documentedRule());
+    const a = await separateEngine(urls, opened, { ...PATIENT, restartQuarantineMs: 'max-ttl', quarantineAtFirstSight: false });
+    const b = await separateEngine(urls, opened, PATIENT);
+    await a.redlock.verifyPermissions();
+    const plain = await a.redlock.acquire('acl:plain', 5_000);
+    await plain.release();
+    const held = await a.redlock.acquire('acl:queue', 5_000, { fencing: true });
+    const waiting = b.redlock.acquire('acl:queue', 5_000, { waitTimeoutMs: 10_000 });
+    await expect.poll(async () => (await a.redlock.waiters('acl:queue')).waiters.length).toBe(1);
+    await held.extend();
+    await held.release();
+    await (await waiting).release();
+    const readers = await Promise.all([a.redlock.acquire('acl:doc', 5_000, { mode: 'read' }), b.redlock.acquire('acl:doc', 5_000, { mode: 'read' })]);
+    const permit = await a.redlock.acquire('acl:pool', 5_000, { limit: 2, fencing: true });
+    expect((await a.redlock.inspect('acl:pool'))[0]!.state).not.toBe('free');
+    await Promise.all([...readers, permit].map((lock) => lock.release()));
+    const leadership = await a.redlock.election('acl-duty').campaign('pod-a');
+    await expect.poll(() => b.redlock.election('acl-duty').leader()).toMatchObject({ identity: 'pod-a' });
+    await leadership.resign();
+    const stuck = await b.redlock.acquire('acl:stuck', 60_000);
+    expect((await a.redlock.forceRelease('acl:stuck')).freedOn).toBe(3);
+    void stuck;
+  });
+
+  it('names what a user may not run, per master, at verifyPermissions and at the Nest module\'s bootstrap, without its password', async () => {
+    const urls = await createUser('half', documentedRule().filter((part) => part !== '+evalsha' && part !== '+hgetall'));
+    const { redlock } = await separateEngine(urls, opened, PATIENT);
+    const error = await redlock.verifyPermissions().catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(PermissionDeniedError);
+    const denied = (error as PermissionDeniedError).denied;
+    expect(denied.map((entry) => entry.node)).toEqual(masters().urls().map((url) => new URL(url).host));
+    // Refused at the top level, and inside the scripts (which run with the user's rights).
+    for (const entry of denied) expect(entry.commands).toEqual(expect.arrayContaining(['EVALSHA', 'HGETALL (in scripts)']));
+    expect((error as Error).message).not.toContain(PASSWORD);
+
+    const boot = Test.createTestingModule({ imports: [RedlockModule.forRoot({ nodes: urls, restartQuarantineMs: false, logger: { warn: () => {} } })] }).compile();
+    const bootError = await boot.catch((e: unknown) => e);
+    expect(bootError).toBeInstanceOf(RedlockConfigError);
+    expect((bootError as Error).message).toMatch(/may not run what the engine needs.*EVALSHA/);
+    expect((bootError as Error).message).not.toContain(PASSWORD);
+  });
+});
