@@ -213,22 +213,25 @@ describe('limit (a semaphore)', () => {
   it('keeps a caller off the masters while ours hold the permits and another of ours waits refused: it is handed one', async () => {
     let waiting = 0;
     const { redlock, clients } = await engine({ ...FRESH_FLEET, instrumentation: { acquireStarted: () => ({ waiting: () => waiting++ }) } });
-    let rounds = 0;
-    watchCalls(clients[0]!, 'evalsha', ([sha]) => {
-      if (sha === SHARED_ACQUIRE_SCRIPT.sha) rounds++;
+    // Per acquire round on master 0, the waiter id it carries (ARGV[4]).
+    const rounds: string[] = [];
+    watchCalls(clients[0]!, 'evalsha', (args) => {
+      if (args[0] === SHARED_ACQUIRE_SCRIPT.sha) rounds.push(String(args[2 + Number(args[1]) + 3]));
     });
     const held = await Promise.all([0, 1].map(() => redlock.acquire('kept-off', 60_000, { limit: 2 })));
     // The first waiter of ours asks and is refused: the permits are all taken.
     const first = redlock.acquire('kept-off', 60_000, { limit: 2, waitTimeoutMs: 100_000 });
     await expect.poll(() => waiting).toBe(1);
-    const before = rounds;
+    const firstWaiter = rounds.at(-1)!;
     // The next would only be refused too: it waits for a holder of ours instead of asking.
     const second = redlock.acquire('kept-off', 60_000, { limit: 2, waitTimeoutMs: 100_000 });
     await expect.poll(() => waiting).toBe(2);
     const [release0, release1] = await Promise.all(held.map((permit) => permit.release()));
     expect([release0!.handedOver, release1!.handedOver]).toEqual([true, true]);
     const permits = await Promise.all([first, second]);
-    expect(rounds).toBe(before);
+    // Only the first waiter ever asked (once, or again after its wake-up subscription was
+    // confirmed, on a loaded machine); the second got its permit by hand-over alone.
+    expect(rounds.filter((id) => id !== firstWaiter)).toEqual(rounds.slice(0, rounds.indexOf(firstWaiter)));
     expect(permits.map((permit) => permit.slots![0]).sort()).toEqual(held.map((permit) => permit.slots![0]).sort());
     await Promise.all(permits.map((permit) => permit.release()));
   });
