@@ -1,5 +1,5 @@
 import { from, isObservable, Observable, type Subscription } from 'rxjs';
-import { LockHeldError, QuorumUnreachableError } from './core/base/errors.js';
+import { AcquireAbortedError, LockHeldError, QuorumUnreachableError } from './core/base/errors.js';
 import type { GuardedCall } from './core/lock/instrumentation-guard.js';
 import type { RedlockEngine } from './core/redlock-engine.js';
 import type { LockSession } from './core/acquire/lock-session.js';
@@ -62,9 +62,14 @@ export async function runLocked<T>(
   }
 }
 
-/** Whether our own acquire's failure skips the call: held elsewhere, and with `unavailableToo` too few masters. */
-function isSkip(plan: LockPlan, error: unknown, unavailableToo: boolean): error is LockHeldError | QuorumUnreachableError {
-  return plan.skipWhenHeld && (error instanceof LockHeldError || (unavailableToo && error instanceof QuorumUnreachableError));
+/**
+ * Whether our own acquire's failure skips the call: held elsewhere, and with `unavailableToo` (a
+ * provider's method: a job) too few masters, or the application shutting down (releaseAll gives
+ * up the acquires in flight: a tick that fires as the app closes is skipped, not an error).
+ */
+function isSkip(plan: LockPlan, error: unknown, unavailableToo: boolean): error is LockHeldError | QuorumUnreachableError | AcquireAbortedError {
+  if (!plan.skipWhenHeld) return false;
+  return error instanceof LockHeldError || (unavailableToo && (error instanceof QuorumUnreachableError || error instanceof AcquireAbortedError));
 }
 
 /**
@@ -73,10 +78,13 @@ function isSkip(plan: LockPlan, error: unknown, unavailableToo: boolean): error 
  * (on every other replica it is the expected outcome of a tick); too few masters is 'not_locked'
  * with its error, for metrics, and a WARN once per episode (SkippedCalls), never one per tick.
  */
-function skipped(plan: LockPlan, call: GuardedCall | undefined, error: LockHeldError | QuorumUnreachableError): undefined {
+function skipped(plan: LockPlan, call: GuardedCall | undefined, error: LockHeldError | QuorumUnreachableError | AcquireAbortedError): undefined {
   if (error instanceof LockHeldError) {
     call?.ended('skipped');
     plan.skips?.heldElsewhere(error);
+  } else if (error instanceof AcquireAbortedError) {
+    call?.ended('cancelled', error);
+    plan.skips?.shuttingDown();
   } else {
     call?.ended('not_locked', error);
     plan.skips?.unavailable(error);

@@ -31,6 +31,11 @@ export class SkippedCalls {
     this.#debug?.(`${this.site} skipped: ${error.resources.join(', ')} held by another owner`);
   }
 
+  /** The application is shutting down: the call's acquire was given up (releaseAll). */
+  shuttingDown(): void {
+    this.#debug?.(`${this.site} skipped: the application is shutting down`);
+  }
+
   /** `oncePerTick`: this tick was claimed already (by another replica, or an earlier run here). */
   tickTaken(tick: Tick): void {
     this.recovered();

@@ -71,9 +71,10 @@ describe.each([1, 3, 5])('%i master(s)', (masters) => {
     const names = ['a', 'b', 'c'].map((n) => `mr-${masters}-${n}`);
     await expect(contender.acquire(names, 5_000, { retryCount: 0 })).rejects.toBeInstanceOf(LockHeldError);
     const clients = opened.slice(-masters);
-    for (const keys of await keysOn(clients, `redlock:mr-${masters}-*`)) {
-      expect(keys).toEqual([`redlock:mr-${masters}-b`]);
-    }
+    // The failed attempt's cleanup settles at a quorum: a lagging master may still hold a or c a moment.
+    await expect
+      .poll(async () => (await keysOn(clients, `redlock:mr-${masters}-*`)).map((keys) => [...keys].sort()), { timeout: 5_000 })
+      .toEqual(clients.map(() => [`redlock:mr-${masters}-b`]));
 
     await middle.release();
     const all = await contender.acquire(names, 5_000, { retryCount: 0 });

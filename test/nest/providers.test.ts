@@ -16,6 +16,7 @@ import {
 import { RedisConnections } from '../../lib/redis-connections.js';
 import { WITH_LOCK } from '../../lib/redlock.constants.js';
 import { RedisFleet } from '../support/redis-fleet.js';
+import { TcpProxy } from '../support/tcp-proxy.js';
 import {
   closeAll,
   closeApp,
@@ -410,6 +411,36 @@ describe('shutdown', () => {
       expect(await mine.ping()).toBe('PONG');
     } finally {
       mine.disconnect();
+    }
+  });
+});
+
+describe('a skipping job whose acquire is under way when the application shuts down', () => {
+  it('is skipped (resolves undefined, the method never runs, a debug line says why), not failed', async () => {
+    // Slow links: the job's one round is still out when the app closes, and releaseAll gives it up.
+    const proxies = await Promise.all(fleet.nodes.map((node) => TcpProxy.start({ host: node.host, port: node.port })));
+    try {
+      let ran = false;
+      @Injectable()
+      class SettleJob {
+        @WithLock('job:settle-at-shutdown', { onLocked: 'skip' })
+        async settle() {
+          ran = true;
+        }
+      }
+      const debug: string[] = [];
+      const logger = { warn: () => {}, debug: (message: string) => debug.push(message) };
+      const options = { ...fleetOptions(fleet), nodes: proxies.map((proxy) => proxy.url), logger };
+      const app = await createApp({ imports: [RedlockModule.forRoot(options)], providers: [SettleJob] });
+      for (const proxy of proxies) proxy.setLatency(300);
+      const call = app.get(SettleJob).settle();
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      await closeApp(app);
+      await expect(call).resolves.toBeUndefined();
+      expect(ran).toBe(false);
+      expect(debug).toContain('SettleJob.settle skipped: the application is shutting down');
+    } finally {
+      await Promise.all(proxies.map((proxy) => proxy.close()));
     }
   });
 });
