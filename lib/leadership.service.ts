@@ -11,6 +11,7 @@ import type { Leadership, LeadershipEnd } from './core/election/leadership.js';
 import { errorText } from './core/voters/redis-node.js';
 import { RedlockConfigError } from './errors/redlock-config.error.js';
 import { REDLOCK_SETTINGS, WHILE_LEADER } from './redlock.constants.js';
+import { within } from './core/base/within.js';
 
 /** What `LeadershipService.changes()` emits: this replica won an election, or a leadership of its ended. */
 export interface LeadershipChange {
@@ -161,9 +162,7 @@ export class LeadershipService implements OnApplicationBootstrap, BeforeApplicat
     // fence is what refuses what it writes after that.
     this.#stop.abort(new Error('application shutdown'));
     const longestLease = Math.max(0, ...[...this.#elections.values()].map((election) => election.leaseMs));
-    let timer: NodeJS.Timeout | undefined;
-    await Promise.race([Promise.all(this.#serving), new Promise((resolve) => (timer = setTimeout(resolve, longestLease)))]);
-    clearTimeout(timer);
+    await within(Promise.all(this.#serving), longestLease, () => undefined);
     const leaderships = [...this.#elections.values()].flatMap((election) => [...election.held]);
     await Promise.all(leaderships.map((leadership) => leadership.resign()));
     this.#changes.complete();

@@ -3,6 +3,7 @@ import { parseArgs } from 'node:util';
 import { Redis } from 'ioredis';
 import { Redlock, type LockInspection, type RedlockOptions } from '../core/index.js';
 import { redactCredentials } from '../core/base/redact.js';
+import { within } from '../core/base/within.js';
 import { probePermissions, type Permissions } from '../core/voters/permission-probe.js';
 
 // `npx nestjs-redlock <command>`: what an operator needs when a lock is stuck. Reads the masters
@@ -134,9 +135,13 @@ async function waiters(redlock: Redlock, resource: string, json: boolean): Promi
 
 async function masters(redlock: Redlock, clients: readonly Redis[], timeoutMs: number, json: boolean): Promise<number> {
   const health = await redlock.checkMasters(timeoutMs);
+  const unchecked: Permissions = { checked: false, denied: [] };
+  // Each probe is a dozen commands: a master that stops answering midway is left unchecked, not waited for.
   const permissions: Permissions[] = await Promise.all(
-    clients.map((client, index) => (health.masters[index]!.reachable ? probePermissions(client, redlock.options) : Promise.resolve(undefined))),
-  ).then((list) => list.map((entry) => entry ?? { checked: false, denied: [] }));
+    clients.map((client, index) =>
+      health.masters[index]!.reachable ? within(probePermissions(client, redlock.options), 10 * timeoutMs, () => unchecked) : unchecked,
+    ),
+  );
   const report = { ...health, masters: health.masters.map((master, index) => ({ ...master, permissions: permissions[index]! })) };
   if (json) say(JSON.stringify(report, null, 2));
   else {

@@ -13,7 +13,7 @@ import { prepareClusterVoters, votersFrom } from './voters/voters.js';
 import { ClusterVoter } from './voters/cluster-voter.js';
 import { KeyNames } from './rounds/key-names.js';
 import { verifyPermissions } from './voters/permission-probe.js';
-import { Election, type ElectionEngine, type ElectionOptions } from './election/election.js';
+import { Election, type ElectionOptions } from './election/election.js';
 import { MasterLeaderRecords } from './election/leader-records.js';
 import { inspectResources, type LockInspection } from './inspection/lock-inspection.js';
 import { forceRelease, queuedWaiters, type ForcedRelease, type QueueListing } from './inspection/operator-scripts.js';
@@ -225,14 +225,9 @@ export class Redlock extends EventEmitter implements LockEngine {
    * resource yourself), renewed while it lives; `releaseAll` resigns it.
    */
   election(name: string, options: ElectionOptions = {}): Election {
-    const engine: ElectionEngine = {
-      acquire: (resource, ttlMs, acquireOptions) => this.acquire(resource, ttlMs, acquireOptions),
-      records: this.#leaderRecords,
-      maxTtlMs: this.options.maxTtlMs,
-      instrumentation: this.#instrumentation,
-    };
-    return new Election(engine, name, options);
+    return new Election(this, this.#leaderRecords, this.#instrumentation, name, options);
   }
+
 
   /**
    * Tells the restart quarantine about a ttl the application will use, so that its window

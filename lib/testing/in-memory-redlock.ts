@@ -21,7 +21,7 @@ import type { MemoryHoldKind } from './memory-kinds/memory-kind.js';
 import { WaitingCount } from './waiting-count.js';
 import { MemoryLeaderRecords } from './memory-leader-records.js';
 import { inspectionOf, summarise, tagOf, type LockInspection } from '../core/inspection/lock-inspection.js';
-import { Election, type ElectionEngine, type ElectionOptions } from '../core/election/election.js';
+import { Election, type ElectionOptions } from '../core/election/election.js';
 
 export { IN_MEMORY_MASTER };
 
@@ -139,14 +139,9 @@ export class InMemoryRedlock extends EventEmitter implements RedlockEngine, Lock
 
   /** As `Redlock.election`: a leader election among this engine's callers. */
   election(name: string, options: ElectionOptions = {}): Election {
-    const engine: ElectionEngine = {
-      acquire: (resource, ttlMs, acquireOptions) => this.acquire(resource, ttlMs, acquireOptions),
-      records: this.#leaderRecords,
-      maxTtlMs: this.options.maxTtlMs,
-      instrumentation: this.#instrumentation,
-    };
-    return new Election(engine, name, options);
+    return new Election(this, this.#leaderRecords, this.#instrumentation, name, options);
   }
+
 
   /** As `Redlock.using`: acquires, extends while `routine` runs, always releases. */
   using<T>(resources: string | readonly string[], ttlMs: number, routine: LockedRoutine<T>, options: UsingOptions = {}): Promise<T> {

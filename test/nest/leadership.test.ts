@@ -1,24 +1,16 @@
 import { Injectable } from '@nestjs/common';
 import { HealthCheckService, TerminusModule } from '@nestjs/terminus';
 import { firstValueFrom } from 'rxjs';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { type Leadership, LeadershipService, RedlockConfigError, RedlockModule, WhileLeader } from '../../lib/index.js';
 import { LeadershipHealthIndicator } from '../../lib/terminus/index.js';
 import { RedlockTestingModule } from '../../lib/testing/index.js';
-import { RedisFleet } from '../support/redis-fleet.js';
+import { fileFleet } from '../support/file-fleet.js';
 import { closeAll, closeApp, createApp, deferred, fleetOptions } from './nest-helpers.js';
 
-let fleet: RedisFleet;
-
-beforeAll(async () => {
-  fleet = await RedisFleet.start(3);
-});
+const { fleet } = fileFleet(3);
 
 afterEach(() => closeAll());
-
-afterAll(async () => {
-  await fleet?.stopAll();
-});
 
 /** A provider with one duty, recording each run: which replica, which term, and when it was told to stop. */
 function dutyProvider(replica: string, runs: { replica: string; term: number; stopped?: boolean }[]) {
@@ -37,7 +29,7 @@ function dutyProvider(replica: string, runs: { replica: string; term: number; st
 
 const replicaApp = (replica: string, runs: { replica: string; term: number; stopped?: boolean }[], extra: object = {}) =>
   createApp({
-    imports: [RedlockModule.forRoot({ ...fleetOptions(fleet), leadership: { identity: replica, leaseMs: 2_000 }, ...extra })],
+    imports: [RedlockModule.forRoot({ ...fleetOptions(fleet()), leadership: { identity: replica, leaseMs: 2_000 }, ...extra })],
     providers: [dutyProvider(replica, runs)],
   });
 
@@ -84,7 +76,7 @@ describe('@WhileLeader and LeadershipService, two replicas on real masters', () 
       }
     }
     const quiet = { warn: () => {}, error: () => {} };
-    const options = (identity: string) => RedlockModule.forRoot({ ...fleetOptions(fleet), leadership: { identity, leaseMs: 2_000 }, logger: quiet });
+    const options = (identity: string) => RedlockModule.forRoot({ ...fleetOptions(fleet()), leadership: { identity, leaseMs: 2_000 }, logger: quiet });
     const flaky = await createApp({ imports: [options('flaky')], providers: [Flaky] });
     await failedOnce.promise;
     const steady = await createApp({ imports: [options('steady')], providers: [Steady] });
@@ -97,7 +89,7 @@ describe('@WhileLeader and LeadershipService, two replicas on real masters', () 
   it('reports who leads in the health check', async () => {
     const runs: { replica: string; term: number }[] = [];
     const app = await createApp({
-      imports: [TerminusModule, RedlockModule.forRoot({ ...fleetOptions(fleet), leadership: { identity: 'pod-h' } })],
+      imports: [TerminusModule, RedlockModule.forRoot({ ...fleetOptions(fleet()), leadership: { identity: 'pod-h' } })],
       providers: [dutyProvider('pod-h', runs), LeadershipHealthIndicator],
     });
     await expect.poll(() => runs.length, { timeout: 10_000 }).toBe(1);
@@ -120,7 +112,7 @@ describe('@WhileLeader and LeadershipService, two replicas on real masters', () 
       @WhileLeader('')
       run() {}
     }
-    await expect(createApp({ imports: [RedlockModule.forRoot(fleetOptions(fleet))], providers: [Nameless] })).rejects.toThrow(
+    await expect(createApp({ imports: [RedlockModule.forRoot(fleetOptions(fleet()))], providers: [Nameless] })).rejects.toThrow(
       /@WhileLeader on Nameless\.run: the election's name must be a non-empty string/,
     );
   });

@@ -1,4 +1,3 @@
-import { fork, type ChildProcess } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
@@ -7,12 +6,11 @@ import { Cron, Interval, ScheduleModule, Timeout } from '@nestjs/schedule';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { RedlockConfigError, RedlockModule, WithLock, type WithLockOptions } from '../../lib/index.js';
 import { closeAll, createApp, fleetOptions } from './nest-helpers.js';
-import { registry } from '../support/process-cleanup.js';
+import { forkApp, type AppProcess } from '../support/app-process.js';
 import { RedisFleet } from '../support/redis-fleet.js';
 import type { TickAppConfig, TickRun } from './support/tick-app.js';
 
 const APP = fileURLToPath(new URL('./support/tick-app.ts', import.meta.url));
-const LOADER = new URL('../support/ts-loader/register.mjs', import.meta.url).href;
 
 /** How long the replicas run: short in `npm test`; TICK_TEST_SECONDS=75 for the long run (docs/SAFETY.md). */
 const RUN_SECONDS = Number(process.env['TICK_TEST_SECONDS'] ?? 9);
@@ -36,30 +34,8 @@ afterAll(async () => {
   await fleet?.stopAll();
 });
 
-interface Replica {
-  child: ChildProcess;
-  ready: Promise<void>;
-  exited: Promise<void>;
-}
-
-function startReplica(config: TickAppConfig, runs: TickRun[]): Replica {
-  const env = { ...process.env };
-  delete env['NODE_OPTIONS'];
-  const child = fork(APP, [JSON.stringify(config)], { execArgv: ['--import', LOADER], stdio: ['ignore', 'pipe', 'pipe', 'ipc'], env });
-  registry.children.add(child);
-  let output = '';
-  child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
-  child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  void exited.then(() => registry.children.delete(child));
-  const ready = new Promise<void>((resolve, reject) => {
-    child.on('message', (message: TickRun | 'ready') => {
-      if (message === 'ready') resolve();
-      else runs.push(message);
-    });
-    void exited.then(() => reject(new Error(`replica ${config.replica} exited before it was ready:\n${output}`)));
-  });
-  return { child, ready, exited };
+function startReplica(config: TickAppConfig, runs: TickRun[]): AppProcess {
+  return forkApp<TickRun>(APP, config, `replica ${config.replica}`, (run) => runs.push(run));
 }
 
 /** Per tick id, how many runs of `job` it had, for the ticks strictly inside [from, to] (monotonic ms). */

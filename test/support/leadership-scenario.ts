@@ -1,7 +1,6 @@
-import { fork, type ChildProcess } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
-import { registry } from './process-cleanup.js';
+import { forkApp, type AppProcess } from './app-process.js';
 import { RedisFleet } from './redis-fleet.js';
 import { leadershipViolations, takeoverMs } from './leadership-history.js';
 import type { LeaderAppConfig, LeaderEvent } from '../nest/support/leader-app.js';
@@ -11,15 +10,11 @@ import type { LeaderAppConfig, LeaderEvent } from '../nest/support/leader-app.js
 // bench/leadership-takeover.ts times.
 
 const APP = fileURLToPath(new URL('../nest/support/leader-app.ts', import.meta.url));
-const LOADER = new URL('./ts-loader/register.mjs', import.meta.url).href;
 
 export const LEASE_MS = 1_000;
 
-interface Replica {
+interface Replica extends AppProcess {
   readonly name: string;
-  readonly child: ChildProcess;
-  readonly ready: Promise<void>;
-  readonly exited: Promise<void>;
 }
 
 function startReplica(fleets: Fleets, name: string, events: LeaderEvent[], options: { quarantine: boolean; manual?: boolean }): Replica {
@@ -32,23 +27,7 @@ function startReplica(fleets: Fleets, name: string, events: LeaderEvent[], optio
     writeEveryMs: 20,
     ...(options.manual ? { manual: true } : {}),
   };
-  const env = { ...process.env };
-  delete env['NODE_OPTIONS'];
-  const child = fork(APP, [JSON.stringify(config)], { execArgv: ['--import', LOADER], stdio: ['ignore', 'pipe', 'pipe', 'ipc'], env });
-  registry.children.add(child);
-  let output = '';
-  child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
-  child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  void exited.then(() => registry.children.delete(child));
-  const ready = new Promise<void>((resolve, reject) => {
-    child.on('message', (message: LeaderEvent | 'ready') => {
-      if (message === 'ready') resolve();
-      else events.push(message);
-    });
-    void exited.then(() => reject(new Error(`replica ${name} exited before it was ready:\n${output}`)));
-  });
-  return { name, child, ready, exited };
+  return { name, ...forkApp<LeaderEvent>(APP, config, `replica ${name}`, (event) => events.push(event)) };
 }
 
 /** Polls the events (they arrive over IPC) until `found` finds one; rejects after `timeoutMs`. */

@@ -6,9 +6,9 @@ import type { Lock } from '../lock/lock.js';
  * Keeps a lock alive while work runs: extends it when half of `ttlMs` is left, retries a
  * quorum that was briefly unreachable while validity remains, and fires `lock.signal` when the
  * lock is lost (another owner holds the keys, the extension limit is reached, or the deadline
- * passes first). Returns the function that stops it.
+ * passes first). `onExtended` hears each extension that succeeded. Returns the function that stops it.
  */
-export function autoExtend(lock: Lock, ttlMs: number = lock.ttlMs): () => void {
+export function autoExtend(lock: Lock, ttlMs: number = lock.ttlMs, onExtended?: () => void): () => void {
   let timer: NodeJS.Timeout | undefined;
   let stopped = false;
 
@@ -22,7 +22,10 @@ export function autoExtend(lock: Lock, ttlMs: number = lock.ttlMs): () => void {
   const run = () => {
     if (stopped || lock.released) return;
     lock.extend(ttlMs).then(
-      () => schedule(lock.remainingMs() - ttlMs / 2),
+      () => {
+        onExtended?.();
+        schedule(lock.remainingMs() - ttlMs / 2);
+      },
       (error: unknown) => {
         if (stopped || lock.released) return;
         const remaining = lock.remainingMs();

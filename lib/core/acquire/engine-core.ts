@@ -10,6 +10,7 @@ import { roundFailure } from '../rounds/round-failure.js';
 import { checkCall, oneRound, type AcquireOptions, type LockedRoutine, type UsingOptions } from '../lock/acquire-options.js';
 import type { Acquisition, HeldLocks } from './held-locks.js';
 import { LockAcquirer, type AcquirerParts } from './lock-acquirer.js';
+import type { HeldBy } from '../kinds/hold-kind.js';
 import { enterSession, runInSession, type LockSession, type SessionEngine } from './lock-session.js';
 
 /** What an engine core is made of: the acquire path's parts, and the register of the locks its engine holds. */
@@ -127,16 +128,18 @@ export class EngineCore {
   }
 
   releaseLock(lock: Lock): Promise<ReleaseResult> {
-    const acquisition = this.#parts.held.release(lock);
-    const held = acquisition && { round: acquisition.round, waiter: acquisition.waiter, waiterId: enlisted(acquisition) ? acquisition.waiter.id : '' };
-    return this.#parts.kinds.of(lock.kind).release(lock, held);
+    return this.#parts.kinds.of(lock.kind).release(lock, this.#forget(lock));
   }
 
   /** The lock leaves for another process (`lock.handOver()`): forgotten here, its end reported, nothing given back. */
   handOverLock(lock: Lock): void {
+    this.#parts.kinds.of(lock.kind).handAway(lock, this.#forget(lock));
+  }
+
+  /** The lock leaves the register of held locks (its end reported); how it was had, for its kind. */
+  #forget(lock: Lock): HeldBy | undefined {
     const acquisition = this.#parts.held.release(lock);
-    const held = acquisition && { round: acquisition.round, waiter: acquisition.waiter, waiterId: enlisted(acquisition) ? acquisition.waiter.id : '' };
-    this.#parts.kinds.of(lock.kind).handAway(lock, held);
+    return acquisition && { round: acquisition.round, waiter: acquisition.waiter, waiterId: enlisted(acquisition) ? acquisition.waiter.id : '' };
   }
 
   /**

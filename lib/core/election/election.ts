@@ -24,12 +24,10 @@ export interface CampaignOptions {
   signal?: AbortSignal;
 }
 
-/** What an election asks of its engine: a waiting, fenced acquire, where it says who leads, and the ttl cap. */
+/** What an election asks of its engine (Redlock, InMemoryRedlock): a waiting, fenced acquire, and the ttl cap. */
 export interface ElectionEngine {
   acquire(resources: string, ttlMs: number, options: AcquireOptions): Promise<Lock>;
-  readonly records: LeaderRecords;
-  readonly maxTtlMs: number;
-  readonly instrumentation: InstrumentationGuard | undefined;
+  readonly options: { readonly maxTtlMs: number };
 }
 
 /** The resource an election's lock is on: `election:<name>`. Do not lock it yourself. */
@@ -61,16 +59,27 @@ export class Election extends EventEmitter {
   /** The resource its leader holds: `election:<name>`. */
   readonly resource: string;
   readonly #engine: ElectionEngine;
+  /** Where it says who leads: on the engine's masters, or in the in-memory engine's model of them. */
+  readonly #records: LeaderRecords;
+  readonly #instrumentation: InstrumentationGuard | undefined;
   readonly #current = new Set<Leadership>();
 
   /** @internal Elections come from `redlock.election(name, options)`. */
-  constructor(engine: ElectionEngine, name: string, options: ElectionOptions = {}) {
+  constructor(
+    engine: ElectionEngine,
+    records: LeaderRecords,
+    instrumentation: InstrumentationGuard | undefined,
+    name: string,
+    options: ElectionOptions = {},
+  ) {
     super();
     if (typeof name !== 'string' || name.length === 0) throw new InvalidArgumentError('name', name, 'expected a non-empty string');
     this.name = name;
-    this.leaseMs = checkTtl('leaseMs', options.leaseMs ?? DEFAULT_LEASE_MS, engine.maxTtlMs);
+    this.leaseMs = checkTtl('leaseMs', options.leaseMs ?? DEFAULT_LEASE_MS, engine.options.maxTtlMs);
     this.resource = electionResource(name);
     this.#engine = engine;
+    this.#records = records;
+    this.#instrumentation = instrumentation;
   }
 
   /**
@@ -108,7 +117,7 @@ export class Election extends EventEmitter {
    * QuorumUnreachableError when too few masters answer to say.
    */
   leader(): Promise<LeaderInfo | null> {
-    return this.#engine.records.read(this.name, this.resource, this.leaseMs);
+    return this.#records.read(this.name, this.resource, this.leaseMs);
   }
 
   /** The leaderships of this election that this process holds now (one, unless it campaigns twice). */
@@ -118,12 +127,12 @@ export class Election extends EventEmitter {
 
   #won(lock: Lock, identity: string): Leadership {
     lock.isLease = true;
-    const records = this.#engine.records;
+    const records = this.#records;
     const leadership = new Leadership(lock, this.name, identity, this.leaseMs, {
       renewed: () => records.write(lock, identity).catch(() => {}),
       ended: (end: LeadershipEnd) => {
         this.#current.delete(leadership);
-        this.#engine.instrumentation?.leadershipEnded(end);
+        this.#instrumentation?.leadershipEnded(end);
         this.emit('ended', end);
       },
     });
@@ -131,7 +140,7 @@ export class Election extends EventEmitter {
     leadership.start();
     // Observers learn who leads from this record; the leader leads whether or not it lands.
     void records.write(lock, identity).catch(() => {});
-    this.#engine.instrumentation?.leadershipWon(this.name, identity, leadership.term);
+    this.#instrumentation?.leadershipWon(this.name, identity, leadership.term);
     this.emit('elected', leadership);
     return leadership;
   }

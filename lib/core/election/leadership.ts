@@ -1,6 +1,6 @@
 import { monotonicNow } from '../base/clock.js';
-import { timerDelay } from '../base/argument-checks.js';
-import { LockLostError, QuorumUnreachableError } from '../base/errors.js';
+import { LockLostError } from '../base/errors.js';
+import { autoExtend } from '../acquire/auto-extender.js';
 import type { LeadershipEnd } from '../lock/instrumentation.js';
 import type { Lock } from '../lock/lock.js';
 
@@ -33,7 +33,7 @@ export class Leadership {
   readonly #hooks: LeadershipHooks;
   readonly #ends = new AbortController();
   readonly #startedAt = monotonicNow();
-  #timer: NodeJS.Timeout | undefined;
+  #stopRenewing: (() => void) | undefined;
   #end: LeadershipEnd | undefined;
 
   /** @internal Leaderships come from `election.campaign()`. */
@@ -56,7 +56,8 @@ export class Leadership {
     // A microtask later: releaseAll marks its locks lost and releases them in one go, and a
     // release is a resignation, not a loss.
     this.#lock.onEnd((reason) => queueMicrotask(() => this.#ended(reason)));
-    this.#schedule(this.#lock.remainingMs() - this.#leaseMs / 2);
+    // As any lock kept alive while work runs, but renewed past maxExtensions (isLease).
+    this.#stopRenewing = autoExtend(this.#lock, this.#leaseMs, () => this.#hooks.renewed());
   }
 
   /** False once it ended. */
@@ -79,7 +80,7 @@ export class Leadership {
    * Idempotent; never rejects (a lease already lost is simply over).
    */
   async resign(): Promise<void> {
-    clearTimeout(this.#timer);
+    this.#stopRenewing?.();
     await this.#lock.release();
   }
 
@@ -88,32 +89,9 @@ export class Leadership {
     await this.resign();
   }
 
-  #schedule(delayMs: number): void {
-    if (this.#end) return;
-    this.#timer = setTimeout(() => this.#renew(), timerDelay(Math.max(0, Math.floor(delayMs))));
-    this.#timer.unref();
-  }
-
-  #renew(): void {
-    const lock = this.#lock;
-    if (this.#end || lock.released) return;
-    lock.extend(this.#leaseMs).then(
-      () => {
-        this.#hooks.renewed();
-        this.#schedule(lock.remainingMs() - this.#leaseMs / 2);
-      },
-      (error: unknown) => {
-        if (this.#end || lock.released) return;
-        // A blip on a minority, or a slow round: worth another try while the lease still stands.
-        if (error instanceof QuorumUnreachableError && lock.remainingMs() > 0) return this.#schedule(lock.remainingMs() / 2);
-        lock.markLost(error instanceof Error ? error : new LockLostError(lock.resources, String(error)));
-      },
-    );
-  }
-
   #ended(reason: unknown): void {
     if (this.#end) return;
-    clearTimeout(this.#timer);
+    this.#stopRenewing?.();
     const resigned = this.#lock.released;
     const heldMs = Math.round(monotonicNow() - this.#startedAt);
     const error = reason instanceof Error ? reason : new LockLostError(this.#lock.resources, String(reason));

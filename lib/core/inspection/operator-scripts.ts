@@ -4,6 +4,7 @@ import { QUEUE_ENTRY_STAY_MS } from '../waiting/queue-scripts.js';
 import { errorText, type RedisNode } from '../voters/redis-node.js';
 import type { EngineRounds } from '../rounds/engine-rounds.js';
 import { nodeTimeoutMs, type ResolvedRedlockOptions } from '../lock/redlock-options.js';
+import { within } from '../base/within.js';
 
 /** What a forced release did: `redlock.forceRelease()`. */
 export interface ForcedRelease {
@@ -98,14 +99,13 @@ async function everyMaster<T>(
   const timeoutMs = nodeTimeoutMs(options, OPERATOR_TTL_MS);
   return Promise.all(
     nodes.map(async (node) => {
-      let timer: NodeJS.Timeout | undefined;
-      const timeout = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`no reply within ${timeoutMs} ms`)), timeoutMs)));
       try {
-        return { reply: await Promise.race([request(node), timeout]) };
+        const reply = await within(request(node), timeoutMs, () => {
+          throw new Error(`no reply within ${timeoutMs} ms`);
+        });
+        return { reply };
       } catch (error) {
         return { error: errorText(error) };
-      } finally {
-        clearTimeout(timer);
       }
     }),
   );

@@ -3,6 +3,7 @@ import { nodeTimeoutMs } from '../lock/redlock-options.js';
 import type { RedisNode } from '../voters/redis-node.js';
 import type { EngineRounds } from './engine-rounds.js';
 import type { RoundResult } from './quorum-round.js';
+import { within } from '../base/within.js';
 
 /**
  * A read of every voting master that writes nothing (who leads an election, what a lock looks
@@ -29,9 +30,6 @@ export async function readEveryMaster(
       }),
     'extend',
   );
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise((resolve) => (timer = setTimeout(resolve, Math.max(0, started + timeoutMs - monotonicNow()))));
-  await Promise.race([Promise.allSettled(round.requests), late]);
-  clearTimeout(timer);
+  await within(Promise.allSettled(round.requests), Math.max(0, started + timeoutMs - monotonicNow()), () => undefined);
   return { replies, round };
 }

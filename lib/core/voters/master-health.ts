@@ -2,6 +2,7 @@ import { monotonicNow } from '../base/clock.js';
 import { quorumResumesInMs } from '../base/node-outcome.js';
 import { errorText, NodeQuarantinedError, type RedisNode } from './redis-node.js';
 import { NodeDuplicateError, type VoterAdmission } from './voter-admission.js';
+import { within } from '../base/within.js';
 
 /** What one master looks like to a health check: never credentials, never a lock key written. */
 export interface MasterHealth {
@@ -60,16 +61,12 @@ export async function checkMasters(
 /** PINGs a master and asks the engine's admission whether its vote would count now. */
 async function probeMaster(node: RedisNode, admission: VoterAdmission, timeoutMs: number): Promise<MasterHealth> {
   const start = monotonicNow();
-  let timer: NodeJS.Timeout | undefined;
   try {
-    const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`no reply to PING within ${timeoutMs} ms`)), timeoutMs);
+    await within(node.client.ping(), timeoutMs, () => {
+      throw new Error(`no reply to PING within ${timeoutMs} ms`);
     });
-    await Promise.race([node.client.ping(), timeout]);
   } catch (error) {
     return { node: node.name, reachable: false, votes: false, error: errorText(error) };
-  } finally {
-    clearTimeout(timer);
   }
   const roundTripMs = Math.round((monotonicNow() - start) * 100) / 100;
   try {

@@ -2,6 +2,7 @@ import type { Redis } from 'ioredis';
 import { PermissionDeniedError, type DeniedCommands } from '../base/errors.js';
 import { WAKE_CHANNEL_PREFIX, type ResolvedRedlockOptions } from '../lock/redlock-options.js';
 import type { RedisNode } from './redis-node.js';
+import { within } from '../base/within.js';
 
 /** Whether a master's user may run what the engine sends it: each command tried in a way that changes nothing. */
 export interface Permissions {
@@ -103,14 +104,9 @@ export async function probePermissions(client: Redis, options: ResolvedRedlockOp
 export async function verifyPermissions(nodes: readonly RedisNode[], options: ResolvedRedlockOptions, timeoutMs: number): Promise<void> {
   const probes = await Promise.all(
     nodes.map(async (node): Promise<DeniedCommands | undefined> => {
-      let timer: NodeJS.Timeout | undefined;
-      const timeout = new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), timeoutMs)));
-      try {
-        const probed = await Promise.race([probePermissions(node.client, options), timeout]);
-        return probed && probed.denied.length > 0 ? { node: node.name, commands: probed.denied } : undefined;
-      } finally {
-        clearTimeout(timer);
-      }
+      // A master that does not answer in time is checkMasters' to report, not a denial.
+      const probed = await within(probePermissions(node.client, options), timeoutMs, () => undefined);
+      return probed && probed.denied.length > 0 ? { node: node.name, commands: probed.denied } : undefined;
     }),
   );
   const denied = probes.filter((probe): probe is DeniedCommands => probe !== undefined);
