@@ -127,17 +127,17 @@ export class LockPlanner {
 }
 
 /** Every option `@WithLock` takes (WithLockOptions). */
-const WITH_LOCK_OPTIONS: ReadonlySet<string> = new Set<keyof WithLockOptions>(['ttlMs', 'onLocked', 'waitTimeoutMs', 'autoExtend', 'mode', 'limit', 'oncePerTick']);
+const WITH_LOCK_OPTIONS: ReadonlySet<string> = new Set<keyof WithLockOptions>(['ttlMs', 'onLocked', 'waitTimeoutMs', 'autoExtend', 'mode', 'limit', 'permits', 'oncePerTick']);
 
-/** `mode` and `limit` as the engine takes them, checked at bootstrap; absent when they are the defaults. */
-function lockKind(site: string, options: Readonly<WithLockOptions>): Pick<UsingOptions, 'mode' | 'limit'> {
-  const { mode, limit } = options;
+/** `mode`, `limit` and `permits` as the engine takes them, checked at bootstrap; absent when they are the defaults. */
+function lockKind(site: string, options: Readonly<WithLockOptions>): Pick<UsingOptions, 'mode' | 'limit' | 'permits'> {
+  const { mode, limit, permits } = options;
   try {
-    kindOf({ mode, limit });
+    kindOf({ mode, limit, permits });
   } catch (error) {
     throw new RedlockConfigError(`@WithLock on ${site}: ${(error as Error).message}`);
   }
-  return { ...(mode === undefined ? {} : { mode }), ...(limit === undefined ? {} : { limit }) };
+  return { ...(mode === undefined ? {} : { mode }), ...(limit === undefined ? {} : { limit }), ...(permits === undefined ? {} : { permits }) };
 }
 
 function isObservableType(type: unknown): boolean {

@@ -41,6 +41,8 @@ export interface WithLockOptions {
   mode?: LockMode;
   /** At most this many calls hold the key at once, across every replica (a semaphore). Default 1. */
   limit?: number;
+  /** With `limit`: how many of the semaphore's permits one call takes, all or none (a weighted permit). Default 1. */
+  permits?: number;
   /**
    * For a scheduled job (`@Cron`, `@Interval` or `@Timeout` of `@nestjs/schedule` on the same
    * method): a run claims its tick across replicas, not only the lock, so a tick runs at most

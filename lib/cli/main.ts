@@ -112,7 +112,7 @@ function describe(seen: LockInspection): void {
   const parts: string[] = [];
   if (seen.kind === 'exclusive') parts.push(`exclusive, holder ${seen.holder ?? '(masters disagree)'}`);
   if (seen.kind === 'read') parts.push(`${seen.holders} reader(s)`);
-  if (seen.kind === 'permits') parts.push(`${seen.holders} of ${seen.limit} permits`);
+  if (seen.kind === 'permits') parts.push(seen.used === seen.holders ? `${seen.used} of ${seen.limit} permits` : `${seen.used} of ${seen.limit} permits, by ${seen.holders} holder(s)`);
   if (seen.freesInMs) parts.push(`frees in ${seen.freesInMs.earliestMs}-${seen.freesInMs.latestMs} ms`);
   if (seen.fence !== undefined) parts.push(`fence ${seen.fence}`);
   parts.push(`${seen.waiting} waiting`);

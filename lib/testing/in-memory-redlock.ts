@@ -129,6 +129,7 @@ export class InMemoryRedlock extends EventEmitter implements RedlockEngine, Lock
         ...tagOf(facts.value),
         pttl: facts.ttlMs,
         holders: facts.holders,
+        used: facts.used,
         latest: facts.latestMs,
         waiting: facts.waiting,
         fence: facts.fence,

@@ -13,10 +13,10 @@ export const UNREACHABLE = 'unreachable (InMemoryRedlock.makeQuorumUnreachable)'
 /** The stand-in master's answer to a request while it cannot be reached. */
 export const UNREACHABLE_OUTCOME: NodeOutcome = { node: IN_MEMORY_MASTER, status: 'error', error: UNREACHABLE };
 
-/** One of the holders that share a key (readers, permits): until when (monotonic ms), and its slot (-1 for a reader). */
+/** One of the holders that share a key (readers, permits): until when (monotonic ms), and its slots (none for a reader). */
 export interface SharedHolder {
   expiresAt: number;
-  readonly slot: number;
+  readonly slots: readonly number[];
 }
 
 interface Value {
@@ -99,14 +99,14 @@ export class MemoryLockStore implements WakeupSource {
   }
 
   /** What `key` holds, as the inspect script reads a master: its value, live holders, waiters and fence. Writes nothing. */
-  inspect(key: string): { value: string | undefined; ttlMs: number; holders: number; latestMs: number; waiting: number; fence: number | undefined } {
+  inspect(key: string): { value: string | undefined; ttlMs: number; holders: number; used: number; latestMs: number; waiting: number; fence: number | undefined } {
     const now = monotonicNow();
     const value = this.get(key);
     const ttl = this.ttl(key);
     const live = [...(this.#holders.get(key)?.values() ?? [])].filter((holder) => holder.expiresAt > now);
     const latestMs = Math.max(0, ...live.map((holder) => Math.round(holder.expiresAt - now)));
     const waiting = (this.#queues.get(key) ?? []).filter((entry) => entry.deadline >= now).length;
-    return { value, ttlMs: value === undefined ? -2 : (ttl ?? -1), holders: live.length, latestMs, waiting, fence: this.#fences.get(key) };
+    return { value, ttlMs: value === undefined ? -2 : (ttl ?? -1), holders: live.length, used: live.reduce((sum, holder) => sum + Math.max(1, holder.slots.length), 0), latestMs, waiting, fence: this.#fences.get(key) };
   }
 
   /** Raises the fence counters of `keys` past the highest of them, as a fenced acquisition does: the new fence. */

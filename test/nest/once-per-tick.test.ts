@@ -141,7 +141,7 @@ describe('oncePerTick bootstrap checks', () => {
     const waits = await bootError({ oncePerTick: true, onLocked: 'wait' }, Interval(60_000));
     expect((waits as Error).message).toMatch(/oncePerTick skips a run whose tick another replica took; it cannot also wait/);
     const misspelt = await bootError({ oncePerTic: true } as WithLockOptions, Interval(60_000));
-    expect((misspelt as Error).message).toMatch(/@WithLock on Job\.run: unknown option 'oncePerTic' \(known: ttlMs, onLocked, waitTimeoutMs, autoExtend, mode, limit, oncePerTick\)/);
+    expect((misspelt as Error).message).toMatch(/@WithLock on Job\.run: unknown option 'oncePerTic' \(known: ttlMs, onLocked, waitTimeoutMs, autoExtend, mode, limit, permits, oncePerTick\)/);
     const notBoolean = await bootError({ oncePerTick: 'yes' as unknown as boolean }, Interval(60_000));
     expect((notBoolean as Error).message).toMatch(/oncePerTick must be true or false \(got .yes.\)/);
   });

@@ -16,6 +16,8 @@ export interface MasterInspection {
   readonly limit?: number;
   /** Readers or permit holders alive there. */
   readonly holders?: number;
+  /** For permits: how many of the `limit` its holders take there (a weighted permit takes several). */
+  readonly used?: number;
   /**
    * For an exclusive lock: the first 12 hex digits of the SHA-1 of its token, the same on every
    * master that holds the same lock (the token itself would let anyone release it).
@@ -59,8 +61,10 @@ export interface LockInspection {
   readonly kind?: InspectedKind;
   /** For permits: the limit. */
   readonly limit?: number;
-  /** Readers or permits held, at most, on a master that holds it. */
+  /** Readers or permit holders, at most, on a master that holds it. */
   readonly holders?: number;
+  /** For permits: how many of the `limit` are taken, at most, on a master that holds it (weighted permits count their weight). */
+  readonly used?: number;
   /** For an exclusive lock held by the same lock on a majority: its holder's fingerprint (see MasterInspection.holder). */
   readonly holder?: string;
   /**
@@ -78,7 +82,8 @@ export interface LockInspection {
 
 // KEYS[1] lock key, KEYS[2] queue, KEYS[3] holders, KEYS[4] fence. Writes nothing (no pruning
 // either): dead entries are skipped by their deadline on the master's clock. Returns {tag,
-// holder fingerprint, pttl, live holders, latest holder deadline from now, live waiters, fence}.
+// holder fingerprint, pttl, live holders, latest holder deadline from now, live waiters, fence,
+// slots the live holders take}.
 const INSPECT = script(
   'inspect',
   `local t = redis.call('TIME')
@@ -91,12 +96,14 @@ if value then
   elseif string.sub(value, 1, 1) == '~' then tag = '~'
   else tag = 'x'; holder = string.sub(redis.sha1hex(value), 1, 12) end
 end
-local holders, latest = 0, 0
+local holders, latest, used = 0, 0, 0
 local entries = redis.call('HGETALL', KEYS[3])
 for j = 1, #entries, 2 do
-  local d = tonumber(string.match(entries[j + 1], '^(%S+)'))
+  local d, s = string.match(entries[j + 1], '^(%S+) (%S+)')
+  d = tonumber(d)
   if d and d > now then
     holders = holders + 1
+    used = used + #string.gsub(s, '[^,]', '') + 1
     if d - now > latest then latest = d - now end
   end
 end
@@ -106,7 +113,7 @@ for j = 1, #queue, 2 do
   local d = tonumber(string.match(queue[j + 1], '^%S+ (%S+)'))
   if d and d >= now then waiting = waiting + 1 end
 end
-return {tag, holder, redis.call('PTTL', KEYS[1]), holders, latest, waiting, redis.call('GET', KEYS[4]) or ''}`,
+return {tag, holder, redis.call('PTTL', KEYS[1]), holders, latest, waiting, redis.call('GET', KEYS[4]) or '', used}`,
 );
 
 /** How long an inspection waits for a master, as a round for a lock of this ttl would. */
@@ -133,9 +140,9 @@ async function inspectOne(rounds: EngineRounds, resource: string): Promise<LockI
 }
 
 function masterInspection(node: string, reply: unknown): MasterInspection {
-  if (!Array.isArray(reply) || reply.length !== 7) return { node, state: 'unknown', error: 'an answer the inspect script cannot give' };
-  const [tag, holder, pttl, holders, latest, waiting, fence] = reply as [string, string, number, number, number, number, string];
-  return inspectionOf(node, { tag, holder, pttl, holders, latest, waiting, fence: fence === '' ? undefined : Number(fence) });
+  if (!Array.isArray(reply) || reply.length !== 8) return { node, state: 'unknown', error: 'an answer the inspect script cannot give' };
+  const [tag, holder, pttl, holders, latest, waiting, fence, used] = reply as [string, string, number, number, number, number, string, number];
+  return inspectionOf(node, { tag, holder, pttl, holders, used, latest, waiting, fence: fence === '' ? undefined : Number(fence) });
 }
 
 /** What a master (or the in-memory engine's model of one) holds for a resource, as the inspect script reads it. */
@@ -145,8 +152,9 @@ export interface MasterFacts {
   /** For `'x'`: the token's fingerprint. */
   readonly holder: string;
   readonly pttl: number;
-  /** Live readers or permit holders, and the latest of their deadlines from now. */
+  /** Live readers or permit holders, the permits they take, and the latest of their deadlines from now. */
   readonly holders: number;
+  readonly used: number;
   readonly latest: number;
   readonly waiting: number;
   readonly fence: number | undefined;
@@ -161,7 +169,7 @@ export function tagOf(value: string | undefined): Pick<MasterFacts, 'tag' | 'hol
 }
 
 export function inspectionOf(node: string, facts: MasterFacts): MasterInspection {
-  const { tag, holder, pttl, holders, latest, waiting, fence } = facts;
+  const { tag, holder, pttl, holders, used, latest, waiting, fence } = facts;
   const fenceField = fence === undefined ? {} : { fence };
   const base = { node, waiting: Number(waiting), ...fenceField };
   if (tag === '') return { ...base, state: 'free' };
@@ -171,7 +179,7 @@ export function inspectionOf(node: string, facts: MasterFacts): MasterInspection
   if (tag === 'x') return { ...base, state: 'held', kind: 'exclusive', holder, ...remaining };
   const shared = { ...base, state: 'held' as const, holders: Number(holders), remainingMs: Number(latest) };
   if (tag === 'r') return { ...shared, kind: 'read' };
-  return { ...shared, kind: 'permits', limit: Number(tag.slice(1)) };
+  return { ...shared, kind: 'permits', limit: Number(tag.slice(1)), used: Number(used) };
 }
 
 /** What a majority says, from each master's answer. */
@@ -191,12 +199,14 @@ export function summarise(resource: string, masters: readonly MasterInspection[]
     const agreed = holder !== undefined && held.filter((master) => master.holder === holder).length >= quorum;
     const limit = kind === 'permits' ? held.find((master) => master.limit !== undefined)?.limit : undefined;
     const holders = kind === 'read' || kind === 'permits' ? Math.max(...held.map((master) => master.holders ?? 0)) : undefined;
+    const used = kind === 'permits' ? Math.max(...held.map((master) => master.used ?? 0)) : undefined;
     return {
       ...base,
       state: 'held',
       ...(kind ? { kind } : {}),
       ...(limit === undefined ? {} : { limit }),
       ...(holders === undefined ? {} : { holders }),
+      ...(used === undefined ? {} : { used }),
       ...(agreed ? { holder } : {}),
       ...frees,
     };

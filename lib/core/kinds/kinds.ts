@@ -16,17 +16,18 @@ export function redisKinds(parts: KindParts): Kinds {
   return new Kinds((kind) => KINDS[kind.type](parts, kind));
 }
 
-/** One engine's kinds, each made at its first use (a semaphore's kind per limit). */
+/** One engine's kinds, each made at its first use (a semaphore's kind per limit and weight). */
 export class Kinds<K extends HoldKind = HoldKind> implements HoldKinds {
   readonly #made = new Map<string, K>();
 
   constructor(private readonly make: (kind: LockKind) => K) {}
 
   of(kind: LockKind): K {
-    let made = this.#made.get(kind.name);
+    const name = kind.permits > 1 ? `${kind.name} x${kind.permits}` : kind.name;
+    let made = this.#made.get(name);
     if (!made) {
       made = this.make(kind);
-      this.#made.set(kind.name, made);
+      this.#made.set(name, made);
     }
     return made;
   }

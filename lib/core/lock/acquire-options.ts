@@ -17,6 +17,12 @@ export interface AcquireOptions extends WaitOptions {
   mode?: LockMode;
   /** At most this many holders at once (a semaphore; each holds a permit). Default 1: the exclusive lock. */
   limit?: number;
+  /**
+   * With `limit`: how many of the semaphore's permits this hold takes, all or none (a weighted
+   * permit, from 1 to `limit`). Callers wait in one first-come line whatever they ask for, so a
+   * large request is not starved by small ones. Default 1.
+   */
+  permits?: number;
 }
 
 /** Options of `using` and `enter` (and of `@WithLock` calls): those of `acquire`, and auto-extension. */
@@ -45,8 +51,8 @@ export function checkCall(resources: unknown, ttlMs: unknown, options: UsingOpti
 
 /**
  * Per-call options, before anything is taken: an object, and every option given (anything but
- * undefined) of its type, so `fencing: 'false'` is refused rather than read as true. `mode` and
- * `limit` are checked where the kind is read (kindOf). Runs on every call: it reads each key once
+ * undefined) of its type, so `fencing: 'false'` is refused rather than read as true. `mode`,
+ * `limit` and `permits` are checked where the kind is read (kindOf). Runs on every call: it reads each key once
  * and checks only those present.
  */
 function checkCallOptions(options: UsingOptions | null): void {

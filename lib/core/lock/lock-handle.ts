@@ -21,6 +21,7 @@ export function encodeHandle(lock: HandleContent): string {
     t: lock.token,
     m: lock.kind.mode,
     l: lock.kind.limit,
+    ...(lock.kind.permits > 1 ? { p: lock.kind.permits } : {}),
     ttl: lock.ttlMs,
     ...(lock.fence === undefined ? {} : { f: lock.fence }),
     ...(lock.slots === undefined ? {} : { s: lock.slots }),
@@ -32,18 +33,19 @@ export function encodeHandle(lock: HandleContent): string {
 export function decodeHandle(handle: unknown): HandleContent {
   const refuse = (why: string) => new InvalidArgumentError('handle', '(not shown: a handle carries a secret)', why);
   if (typeof handle !== 'string' || !handle.startsWith(PREFIX)) throw refuse(`expected a string made by lock.handOver() (starting ${PREFIX})`);
-  let content: { r?: unknown; t?: unknown; m?: unknown; l?: unknown; ttl?: unknown; f?: unknown; s?: unknown };
+  let content: { r?: unknown; t?: unknown; m?: unknown; l?: unknown; p?: unknown; ttl?: unknown; f?: unknown; s?: unknown };
   try {
     content = JSON.parse(Buffer.from(handle.slice(PREFIX.length), 'base64url').toString('utf8')) as typeof content;
   } catch {
     throw refuse('it does not decode: cut short, or changed');
   }
-  const { r, t, m, l, ttl, f, s } = content;
+  const { r, t, m, l, p, ttl, f, s } = content;
   const resources = Array.isArray(r) && r.length > 0 && r.every((x) => typeof x === 'string') ? (r as string[]) : undefined;
   const slots = s === undefined ? undefined : Array.isArray(s) && s.every((x) => Number.isInteger(x)) ? (s as number[]) : null;
   if (!resources || typeof t !== 'string' || t.length === 0 || typeof ttl !== 'number' || slots === null || (f !== undefined && typeof f !== 'number')) {
     throw refuse('it does not decode: cut short, or changed');
   }
-  const kind = kindOf({ mode: m, ...(typeof l === 'number' && l > 1 ? { limit: l } : {}) });
+  const kind = kindOf({ mode: m, ...(typeof l === 'number' && l > 1 ? { limit: l } : {}), ...(p === undefined ? {} : { permits: p }) });
+  if (slots !== undefined && slots.length !== resources.length * kind.permits) throw refuse('it does not decode: cut short, or changed');
   return { resources, token: t, kind, ttlMs: ttl, fence: f as number | undefined, slots };
 }

@@ -53,7 +53,9 @@ export interface LockSummary {
   readonly mode?: 'read';
   /** For a permit: the semaphore's limit. */
   readonly limit?: number;
-  /** For a permit: which of the `limit` slots it holds, per resource. */
+  /** For a weighted permit: how many of the `limit` permits it holds. */
+  readonly permits?: number;
+  /** For a permit: which of the `limit` slots it holds, per resource (`permits` each, resource by resource). */
   readonly slots?: readonly number[];
 }
 
@@ -99,7 +101,7 @@ export class Lock {
     readonly fence?: number,
     /** An exclusive lock (a writer), a reader, or a permit of a semaphore. */
     kind: LockKind = WRITE,
-    /** For a permit: which of the `limit` slots it holds, per resource. */
+    /** For a permit: which of the `limit` slots it holds, per resource (`permits` each, resource by resource). */
     readonly slots?: readonly number[],
   ) {
     this.#engine = engine;
@@ -122,6 +124,11 @@ export class Lock {
   /** How many holders the resource admits at once: a semaphore's `limit`, else 1. */
   get limit(): number {
     return this.kind.limit;
+  }
+
+  /** How many of the semaphore's permits this hold takes (the `permits` it was acquired with), else 1. */
+  get permits(): number {
+    return this.kind.permits;
   }
 
   /** The ttl of the last acquire or extend. */
@@ -309,7 +316,7 @@ export class Lock {
       remainingMs,
       ...(this.fence === undefined ? {} : { fence: this.fence }),
       ...(this.kind.mode === 'read' ? { mode: this.kind.mode } : {}),
-      ...(this.kind.limit > 1 ? { limit: this.kind.limit, slots: this.slots } : {}),
+      ...(this.kind.limit > 1 ? { limit: this.kind.limit, ...(this.kind.permits > 1 ? { permits: this.kind.permits } : {}), slots: this.slots } : {}),
     };
   }
 

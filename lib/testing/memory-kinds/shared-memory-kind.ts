@@ -4,30 +4,33 @@ import type { LockKind } from '../../core/lock/lock-kind.js';
 import type { Lock, ReleaseResult } from '../../core/lock/lock.js';
 import type { RoundResult } from '../../core/rounds/quorum-round.js';
 import type { Waiter } from '../../core/waiting/waiter.js';
+import { sharedLine, sharedWidth } from '../../core/kinds/shared/shared-holds.js';
 import type { SharedHolder } from '../memory-lock-store.js';
 import { attemptOn, extendOn, handAwayOn, longer, MemoryKind, releaseOn, type MemoryHoldKind, type MemoryKindParts, type Take } from './memory-kind.js';
 
 /**
  * Holds that share a resource (kinds/shared: readers and permits) on the stand-in master: the
  * key holds the kind's marker while any holder lives, and the holders, each with its deadline and
- * (for a permit) its slot, stand beside it. Readers and permits differ only by `limit`, as in
+ * (for a permit) its slots, stand beside it. Readers and permits differ only by `limit`, as in
  * the shared scripts: 0 for readers, who are not counted.
  */
 export class MemorySharedKind extends MemoryKind implements MemoryHoldKind {
+  /** How many callers of this process may talk to the master at once (as the real kind's). */
+  readonly width: number;
+
   constructor(
     private readonly parts: MemoryKindParts,
     readonly kind: LockKind,
-    /** How many may hold a resource at once; 0: any number (readers). */
+    /** How many permits a resource has; 0: any number of holders (readers). */
     private readonly limit: number,
-    /** How many callers of this process may talk to the master at once (as the real kind's). */
-    readonly width: number,
   ) {
     super();
+    this.width = sharedWidth(kind);
   }
 
-  /** As the real kinds: holders of one kind line up apart from writers, and only callers that wait. */
+  /** As the real kinds: holders of one kind (and weight) line up apart from writers, and only callers that wait. */
   localLine(line: string): string {
-    return `${this.kind.marker}\n${line}`;
+    return sharedLine(this.kind, line);
   }
 
   linesUp(waits: boolean): boolean {
@@ -45,18 +48,18 @@ export class MemorySharedKind extends MemoryKind implements MemoryHoldKind {
   }
 
   /**
-   * As SHARED_ACQUIRE_SCRIPT: every key free or holding this kind's marker, a free slot for a
-   * permit, and no waiter queued ahead, or nothing is taken and the caller enlists. Another
+   * As SHARED_ACQUIRE_SCRIPT: every key free or holding this kind's marker, `permits` free slots
+   * for a permit, and no waiter queued ahead, or nothing is taken and the caller enlists. Another
    * kind's marker, or a writer's token where a permit is asked for, is a mismatch.
    */
   #take({ keys, ttlMs, waiter }: AttemptCall, token: string): Take {
     const { store } = this.parts;
-    const { marker } = this.kind;
+    const { marker, permits } = this.kind;
     const now = monotonicNow();
     let blocked = false;
     let waitMs: number | undefined;
     let roomLeft = true;
-    const slots: number[] = [];
+    const slots: number[][] = [];
     for (const [resourceIndex, key] of keys.entries()) {
       const owner = store.get(key);
       if (owner !== undefined && owner !== marker) {
@@ -67,14 +70,14 @@ export class MemorySharedKind extends MemoryKind implements MemoryHoldKind {
       }
       if (this.limit === 0) continue;
       const holders = [...store.holders(key).values()];
-      const used = new Set(holders.map((holder) => holder.slot));
-      const free = Array.from({ length: this.limit }, (_, slot) => slot).find((slot) => !used.has(slot));
-      if (free === undefined) {
+      const used = new Set(holders.flatMap((holder) => holder.slots));
+      const free = Array.from({ length: this.limit }, (_, slot) => slot).filter((slot) => !used.has(slot));
+      if (free.length < permits) {
         blocked = true;
         waitMs = longer(waitMs, Math.ceil(Math.min(...holders.map((holder) => holder.expiresAt)) - now));
       } else {
-        slots.push(free);
-        if (holders.length + 1 >= this.limit) roomLeft = false;
+        slots.push(free.slice(0, permits));
+        if (free.length < 2 * permits) roomLeft = false;
       }
     }
     if (blocked || store.queuedAhead(keys, waiter)) {
@@ -83,23 +86,23 @@ export class MemorySharedKind extends MemoryKind implements MemoryHoldKind {
       return { granted: false, waitMs };
     }
     keys.forEach((key, index) => {
-      store.holders(key).set(token, { expiresAt: now + ttlMs, slot: slots[index] ?? -1 });
+      store.holders(key).set(token, { expiresAt: now + ttlMs, slots: slots[index] ?? [] });
       if ((store.ttl(key) ?? 0) < ttlMs) store.set(key, marker, ttlMs);
     });
     store.leave(keys, waiter.id);
     // Room is left for the next of this kind in line: it looks again, as the script's grant wakes it.
     if (roomLeft) for (const key of keys) store.wake(key);
-    return { granted: true, slots: this.limit > 0 ? slots : undefined, roomLeft };
+    return { granted: true, slots: this.limit > 0 ? slots.flat() : undefined, roomLeft };
   }
 
-  /** As SHARED_EXTEND_SCRIPT: only while our entry lives on every resource, with the slot we hold. */
+  /** As SHARED_EXTEND_SCRIPT: only while our entry lives on every resource, with the slots we hold. */
   extend(lock: Lock, ttlMs: number): Promise<RoundResult> {
     const { store } = this.parts;
     return extendOn(store, () => {
       const mine: SharedHolder[] = [];
       for (const [index, key] of lock.keys.entries()) {
         const holder = store.holders(key).get(lock.token);
-        if (!holder || store.get(key) !== this.kind.marker || (lock.slots && holder.slot !== lock.slots[index])) return false;
+        if (!holder || store.get(key) !== this.kind.marker || (lock.slots && !sameSlots(holder.slots, lock.slots, index))) return false;
         mine.push(holder);
       }
       const expiresAt = monotonicNow() + ttlMs;
@@ -144,4 +147,10 @@ export class MemorySharedKind extends MemoryKind implements MemoryHoldKind {
     }
     return true;
   }
+}
+
+/** Whether a holder's slots are those of resource `index` in a lock's slots (`permits` per resource). */
+function sameSlots(held: readonly number[], slots: readonly number[], index: number): boolean {
+  const width = held.length;
+  return width > 0 && held.every((slot, k) => slot === slots[index * width + k]);
 }

@@ -1,27 +1,19 @@
-import type { LockKind } from '../../lock/lock-kind.js';
 import type { Lock, ReleaseResult } from '../../lock/lock.js';
 import { lineOf } from '../../waiting/local-hand-over.js';
 import type { Waiter } from '../../waiting/waiter.js';
 import { handAwayFrom, handOverOrFree } from '../hand-over-release.js';
-import type { AttemptCall, Attempted, HeldBy, KindParts } from '../hold-kind.js';
-import { SHARED_CONTENDERS, SharedKind } from '../shared/shared-holds.js';
+import type { AttemptCall, Attempted, HeldBy } from '../hold-kind.js';
+import { SharedKind } from '../shared/shared-holds.js';
 
 /**
- * Permits of a semaphore (`limit` > 1): at most `limit` holders of a resource at once, each in a
- * numbered slot that a majority of masters agreed on. A permit released while a caller of this
- * process sleeps between its rounds for the same semaphore passes to it (LocalHandOver): the slot
- * stays held on the masters under the same token, so the number of holders never grows, and the
- * caller skips a release, a wake-up and a round that could split over slots.
+ * Permits of a semaphore (`limit` > 1): at most `limit` permits of a resource held at once, each
+ * a numbered slot that a majority of masters agreed on; a weighted hold (`permits` > 1) takes
+ * that many slots, all or none, as one entry on each master. A hold released while a caller of
+ * this process sleeps between its rounds for the same semaphore and weight passes to it
+ * (LocalHandOver): the slots stay held on the masters under the same token, so the permits in use
+ * never grow, and the caller skips a release, a wake-up and a round that could split over slots.
  */
 export class PermitKind extends SharedKind {
-  /** More callers of ours after a permit than there are permits could only be refused. */
-  readonly width: number;
-
-  constructor(parts: KindParts, kind: LockKind) {
-    super(parts, kind);
-    this.width = Math.min(kind.limit, SHARED_CONTENDERS);
-  }
-
   /**
    * A new caller behind one of ours that the masters refused, while another of ours holds a
    * permit: the permits are all taken, so its round would only be refused too. It waits for that
@@ -58,12 +50,14 @@ export class PermitKind extends SharedKind {
     return this.kind.limit;
   }
 
+  /** Resource by resource, `permits` slots each ("0,2 1,3" → [0, 2, 1, 3]). */
   protected slotsOf(agreed: string): number[] {
-    return agreed.split(' ').map(Number);
+    return agreed.split(/[ ,]/).map(Number);
   }
 
-  /** '' where no slot was agreed on: the release then drops our entry whatever its slot. */
+  /** '' where no slots were agreed on: the release then drops our entry whatever its slots. */
   protected slotArgs(slots: readonly number[] | undefined, count: number): string[] {
-    return Array.from({ length: count }, (_, i) => (slots?.[i] === undefined ? '' : String(slots[i])));
+    const { permits } = this.kind;
+    return Array.from({ length: count }, (_, i) => (slots === undefined ? '' : slots.slice(i * permits, (i + 1) * permits).join(',')));
   }
 }

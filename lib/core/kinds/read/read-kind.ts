@@ -1,18 +1,10 @@
-import type { LockKind } from '../../lock/lock-kind.js';
-import type { KindParts } from '../hold-kind.js';
-import { SHARED_CONTENDERS, SharedKind } from '../shared/shared-holds.js';
+import { SharedKind } from '../shared/shared-holds.js';
 
 /**
  * Readers (`mode: 'read'`): any number hold a resource together, and none while a writer does.
  * They share the holders' protocol with permits; a reader's slot is `r`, never counted.
  */
 export class ReadKind extends SharedKind {
-  readonly width = SHARED_CONTENDERS;
-
-  constructor(parts: KindParts, kind: LockKind) {
-    super(parts, kind);
-  }
-
   protected get scriptLimit(): number {
     return 0;
   }

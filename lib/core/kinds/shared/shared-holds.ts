@@ -31,6 +31,25 @@ import { readSharedReply, SHARED_ACQUIRE_SCRIPT, SHARED_EXTEND_SCRIPT, SHARED_FE
 export const SHARED_CONTENDERS = 32;
 
 /**
+ * How many callers of a process after a shared hold may talk to the masters at once: readers
+ * SHARED_CONTENDERS; permits no more than can hold at once at their weight (more could only be
+ * refused). The in-memory engine's kinds take the same rule.
+ */
+export function sharedWidth(kind: LockKind): number {
+  return kind.type === 'permit' ? Math.min(Math.floor(kind.limit / kind.permits), SHARED_CONTENDERS) : SHARED_CONTENDERS;
+}
+
+/**
+ * A process's line for a shared hold of the lock keys `line`: shared holders of one kind line up
+ * apart from writers, whose line is the exclusive lock's; weighted permits apart from other
+ * weights, so a hold handed over within the process (LocalHandOver) always carries as many
+ * permits as its new holder asked for.
+ */
+export function sharedLine(kind: LockKind, line: string): string {
+  return kind.permits > 1 ? `${kind.marker} x${kind.permits}\n${line}` : `${kind.marker}\n${line}`;
+}
+
+/**
  * The protocol of holds that share a resource, readers (kinds/read) and permits (kinds/permit):
  * their acquire, extend and release rounds. A permit is a slot of the resource held by a
  * majority, exactly as a lock is (docs/GUARANTEES.md, "Semaphores and read-write locks"): a
@@ -39,23 +58,24 @@ export const SHARED_CONTENDERS = 32;
  * SHARED_CONTENDERS, only for callers that wait (one round alone needs no pacing).
  */
 export abstract class SharedKind implements HoldKind {
-  abstract readonly width: number;
+  readonly width: number;
 
   constructor(
     protected readonly rounds: KindParts,
     readonly kind: LockKind,
-  ) {}
+  ) {
+    this.width = sharedWidth(kind);
+  }
 
   /** What the scripts are told of the limit: 0 for readers, who are not counted. */
   protected abstract get scriptLimit(): number;
   /** The slots a hold keeps, from the slots the majority agreed on; undefined: its slots are not its own (readers). */
   protected abstract slotsOf(agreed: string): number[] | undefined;
-  /** Per resource, the slot argument of extend and release scripts. */
+  /** Per resource, the slots argument of extend and release scripts ("1,3"). */
   protected abstract slotArgs(slots: readonly number[] | undefined, count: number): string[];
 
-  /** Shared holders of one kind line up apart from writers, whose line is the exclusive lock's. */
   localLine(line: string): string {
-    return `${this.kind.marker}\n${line}`;
+    return sharedLine(this.kind, line);
   }
 
   linesUp(waits: boolean): boolean {
@@ -109,7 +129,7 @@ export abstract class SharedKind implements HoldKind {
     const n = keys.length;
     const scriptKeys = [...keys, ...resources.map((r) => names.queue(r)), ...resources.map((r) => names.holders(r))];
     if (fencing) scriptKeys.push(...resources.map((r) => names.fence(r)));
-    const args = [token, ttlMs, n, waiter.id, waiter.ticket, QUEUE_ENTRY_STAY_MS, marker, this.scriptLimit, ...keys.map((_, i) => preferred[i] ?? '')];
+    const args = [token, ttlMs, n, waiter.id, waiter.ticket, QUEUE_ENTRY_STAY_MS, marker, this.scriptLimit, kind.permits, ...keys.map((_, i) => preferred[i] ?? '')];
     const acks = replicaWait(options, ttlMs);
     // Per master, what it granted (a round's votes count only where they agree on the slots), and any mismatch.
     const grants: ({ slots: string; free: readonly string[] } | undefined)[] = [];
@@ -151,8 +171,9 @@ export abstract class SharedKind implements HoldKind {
       // After a win, the waiter's entries where masters refused it leave their queues (they would head them).
       this.rounds.entries.withdrawWhereRefused(resources, waiter, round, '');
       if (slots) this.#dropOtherSlots(resources, keys, token, round, grants, agreed.slots);
-      // Readers all fit; a permit left room if a master that granted it had another slot free on every resource.
-      const roomLeft = !slots || grants.some((grant) => grant !== undefined && grant.slots === agreed.slots && grant.free.every((free) => free.includes(',')));
+      // Readers all fit; a permit left room if a master that granted it had as many slots again free on every resource.
+      const room = 2 * kind.permits;
+      const roomLeft = !slots || grants.some((grant) => grant !== undefined && grant.slots === agreed.slots && grant.free.every((free) => free.split(',').length >= room));
       return { lock, roomLeft, outcomes: round.outcomes };
     }
     // Wherever it did not refuse, behind the grant requests still in flight; not awaited: the
@@ -162,7 +183,7 @@ export abstract class SharedKind implements HoldKind {
     throwMismatch(mismatch, resources, kind, () => this.rounds.entries.leave(resources, waiter, ''));
     // A majority granted, but not the same slots: a split, not a refusal.
     if (agreed.count < quorum && round.granted >= quorum) {
-      if (preferred.length === 0) return { preferred: mostFree(grants, n), cleanup };
+      if (preferred.length === 0) { return { preferred: mostFree(grants, n, kind.permits), cleanup }; }
       // Still split: another round soon (the masters' states converge as holders come and go).
       return { error: split(resources, round, grants, agreed.slots, attempt), retryable: true, cleanup };
     }
@@ -263,14 +284,16 @@ function split(
   return new LockHeldError(resources, others.map((o) => o.node), attempt, 0, round.outcomes);
 }
 
-/** Per resource, the slot free on most of the masters that granted (before their grant). */
-function mostFree(grants: readonly ({ free: readonly string[] } | undefined)[], resources: number): string[] {
+/**
+ * Per resource, the `permits` slots free on most of the masters that granted (before their
+ * grant), the lower slot first among equals (the order the script takes free slots in).
+ */
+function mostFree(grants: readonly ({ free: readonly string[] } | undefined)[], resources: number, permits: number): string[] {
   return Array.from({ length: resources }, (_, i) => {
-    const counts = new Map<string, number>();
-    for (const grant of grants) for (const slot of grant?.free[i]?.split(',') ?? []) if (slot !== '') counts.set(slot, (counts.get(slot) ?? 0) + 1);
-    let best = '';
-    for (const [slot, count] of counts) if (count > (counts.get(best) ?? 0)) best = slot;
-    return best;
+    const counts = new Map<number, number>();
+    for (const grant of grants) for (const slot of grant?.free[i]?.split(',') ?? []) if (slot !== '') counts.set(Number(slot), (counts.get(Number(slot)) ?? 0) + 1);
+    const best = [...counts].sort(([a, countA], [b, countB]) => countB - countA || a - b).slice(0, permits);
+    return best.map(([slot]) => slot).join(',');
   });
 }
 

@@ -7,9 +7,10 @@ import { QUEUE_ENTRY_STAY_MS, QUEUE_LUA } from '../../waiting/queue-scripts.js';
  * Lua for readers and permit holders ("shared holders"; see docs/GUARANTEES.md, "Semaphores and
  * read-write locks"). Per resource and master: the lock key holds a marker (`*r` for readers,
  * `*s<limit>` for permits) for as long as any holder there lives, so every writer's SET NX
- * fails meanwhile; the holders hash (field = token, value = "deadline slot", the deadline on
- * the master's clock, slot `r` for a reader) says who they are. An entry past its deadline is
- * dead, exactly as a key past its PX would be.
+ * fails meanwhile; the holders hash (field = token, value = "deadline slots", the deadline on
+ * the master's clock, the slots a comma-separated ascending list: one for a permit, several for
+ * a weighted permit, `r` for a reader) says who they are. An entry past its deadline is dead,
+ * exactly as a key past its PX would be.
  *
  * - live(h, now): drops dead entries; the slots in use, how many, and the earliest and latest
  *   live deadlines.
@@ -30,8 +31,10 @@ const SHARED_LUA =
     elseif entries[j] == except then
       mine = s
     else
-      used[s] = true
-      count = count + 1
+      for slot in string.gmatch(s, '[^,]+') do
+        used[slot] = true
+        count = count + 1
+      end
       if not earliest or d < earliest then earliest = d end
       if d > latest then latest = d end
     end
@@ -47,9 +50,9 @@ end
 
 /**
  * A reader or a permit, all or nothing on this node. Granted when, for every resource, the lock
- * key is free, holds this kind's marker, or is reserved for us; a permit also needs a free slot
- * (the preferred one if free, else the first in 0..limit-1: one order for every client, so that
- * masters tend to agree);
+ * key is free, holds this kind's marker, or is reserved for us; a permit also needs `permits`
+ * free slots (the preferred ones that are free, then the first free in 0..limit-1: one order for
+ * every client, so that masters tend to agree);
  * and no live waiter with a lower ticket is queued (a waiting writer stops later readers; a
  * reader waits for no reader, since both would share).
  * A lock key holding another kind's marker, or a writer's token when we want a permit, is a
@@ -57,18 +60,19 @@ end
  * the acquire script does, their entry tagged with the marker so a grant that leaves room
  * wakes only a waiter of the same kind.
  * KEYS: n lock keys, n queue keys, n holders keys, then n fence keys when fenced.
- * ARGV: token, ttl ms, n, waiter id, ticket, entry stay ms, marker, limit (0 for a reader), then
- * per resource the preferred slot ('' for none).
- * Returns {1, fence, slot per resource, free slots per resource ("0,2")}, {0, wait} or
+ * ARGV: token, ttl ms, n, waiter id, ticket, entry stay ms, marker, limit (0 for a reader),
+ * permits (how many slots: 1 but for a weighted permit), then per resource the preferred slots
+ * ("1,3"; '' for none).
+ * Returns {1, fence, slots per resource ("1,3"), free slots per resource ("0,1,3")}, {0, wait} or
  * {2, resource index, what holds it}. The free slots let a client whose masters disagreed on
- * the slot pick one that is free on most of them.
+ * the slots pick those free on most of them.
  */
 export const SHARED_ACQUIRE_SCRIPT = script(
   'shared-acquire',
   SHARED_LUA +
     `local token, ttl, n = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local me, ticket, stay = ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6])
-local marker, limit = ARGV[7], tonumber(ARGV[8])
+local marker, limit, permits = ARGV[7], tonumber(ARGV[8]), tonumber(ARGV[9])
 local reservation = me ~= '' and ('~' .. me) or nil
 local now = nowMs()
 local wait = -2
@@ -99,19 +103,31 @@ for i = 1, n do
   elseif mine then
     slots[i] = mine
   else
-    local preferred = ARGV[8 + i]
-    if preferred ~= '' and not used[preferred] and tonumber(preferred) < limit then slots[i] = preferred end
-    local free = {}
+    local chosen, taken, free = {}, {}, {}
+    for slot in string.gmatch(ARGV[9 + i], '[^,]+') do
+      local k = tonumber(slot)
+      if #chosen < permits and k and tostring(k) == slot and k >= 0 and k < limit and not used[slot] and not taken[slot] then
+        chosen[#chosen + 1] = k
+        taken[slot] = true
+      end
+    end
     for k = 0, limit - 1 do
-      if not used[tostring(k)] then
-        if not slots[i] then slots[i] = tostring(k) end
-        free[#free + 1] = tostring(k)
+      local slot = tostring(k)
+      if not used[slot] then
+        free[#free + 1] = slot
+        if #chosen < permits and not taken[slot] then
+          chosen[#chosen + 1] = k
+          taken[slot] = true
+        end
       end
     end
     frees[i] = table.concat(free, ',')
-    if not slots[i] then
+    if #chosen < permits then
       full = true
       if earliest - now > wait then wait = earliest - now end
+    else
+      table.sort(chosen)
+      slots[i] = table.concat(chosen, ',')
     end
   end
 end
@@ -140,17 +156,17 @@ reply[2] = fence
 for i = 1, n do
   if queues[i] and limit == 0 then
     wakeReaders(KEYS[i], KEYS[n + i], now, stay, false)
-  elseif queues[i] and counts[i] + 1 < limit then
+  elseif queues[i] and counts[i] + permits < limit then
     wakeHead(KEYS[i], KEYS[n + i], now, marker, stay)
   end
 end
 return reply`,
   {
     votes: true,
-    // ARGV: token, ttl, n, waiter id, ticket, stay, marker, limit, then per resource the preferred slot.
-    layout: blocks({ argv: 2 }, perResource(8, 2)),
+    // ARGV: token, ttl, n, waiter id, ticket, stay, marker, limit, permits, then per resource the preferred slots.
+    layout: blocks({ argv: 2 }, perResource(9, 2)),
     merge: (calls, replies) => mergeAcquire('shared-acquire', calls, replies, true),
-    // Our entry dropped from the holders, whatever its slot; lock, queue and holders keys, not the fence counters.
+    // Our entry dropped from the holders, whatever its slots; lock, queue and holders keys, not the fence counters.
     undo: (call) => ({
       script: SHARED_RELEASE_SCRIPT,
       keys: call.keys.slice(0, 3 * call.indexes.length),
@@ -160,10 +176,10 @@ return reply`,
 );
 
 /**
- * Extends a reader or a permit only if, on every resource, our entry is live with the slot we
- * hold by a majority and the key holds our kind's marker. An entry of another slot (a master
- * that granted us a different one in the winning round) is dropped: it only costs room.
- * KEYS: n lock keys, n holders keys. ARGV: token, ttl ms, marker, slot per resource. Returns 1 or 0.
+ * Extends a reader or a permit only if, on every resource, our entry is live with the slots we
+ * hold by a majority and the key holds our kind's marker. An entry of other slots (a master
+ * that granted us different ones in the winning round) is dropped: it only costs room.
+ * KEYS: n lock keys, n holders keys. ARGV: token, ttl ms, marker, slots per resource ("1,3"). Returns 1 or 0.
  */
 export const SHARED_EXTEND_SCRIPT = script(
   'shared-extend',
@@ -187,7 +203,7 @@ for i = 1, n do
   if redis.call('PTTL', KEYS[n + i]) < ttl then redis.call('PEXPIRE', KEYS[n + i], ttl) end
 end
 return 1`,
-  // KEYS: lock keys, holders keys. ARGV: token, ttl, marker, then per resource the slot.
+  // KEYS: lock keys, holders keys. ARGV: token, ttl, marker, then per resource the slots.
   { votes: true, layout: blocks({ perResource: 2 }, perResource(3)), merge: mergeAllOnes },
 );
 
@@ -195,7 +211,7 @@ return 1`,
  * FENCE_SCRIPT for a reader or a permit: raises the fence counters only while our entries (with
  * our slots) are live here, for the same reason as for a lock.
  * KEYS: n lock keys, n queue keys, n holders keys, n fence keys.
- * ARGV: token, fence, n, expire ms (0: never), marker, slot per resource. Returns 1 or 0.
+ * ARGV: token, fence, n, expire ms (0: never), marker, slots per resource. Returns 1 or 0.
  */
 export const SHARED_FENCE_SCRIPT = script(
   'shared-fence',
@@ -210,17 +226,17 @@ for i = 1, n do
 end
 ${raiseFencesLua('3 * n')}
 return 1`,
-  // ARGV: token, fence, n, expire, marker, then per resource the slot.
+  // ARGV: token, fence, n, expire, marker, then per resource the slots.
   { votes: true, layout: blocks({ argv: 2 }, perResource(5, 2)), merge: mergeAllOnes },
 );
 
 /**
- * Drops our entry (whatever its slot) and our queue entry. With holders left, the marker is cut
+ * Drops our entry (whatever its slots) and our queue entry. With holders left, the marker is cut
  * to the latest of them, and a freed permit wakes the queue's head; with none left, the key goes
  * to the queue's head or is freed (handOn), as a lock's release does. Idempotent.
  * KEYS: n lock keys, n queue keys, n holders keys.
- * ARGV: stay ms, token, waiter id ('' for none), marker, limit, slot per resource.
- * Returns how many resources were still held with our slot.
+ * ARGV: stay ms, token, waiter id ('' for none), marker, limit, slots per resource.
+ * Returns how many resources were still held with our slots.
  */
 export const SHARED_RELEASE_SCRIPT = script(
   'shared-release',
@@ -252,9 +268,9 @@ end
 return freed`,
   {
     votes: false,
-    // KEYS: lock, queue and holders keys. ARGV: stay, token, waiter id, marker, limit, then per resource the slot.
+    // KEYS: lock, queue and holders keys. ARGV: stay, token, waiter id, marker, limit, then per resource the slots.
     layout: blocks({ perResource: 3 }, perResource(5)),
-    // How many resources were still held with our slot: summed over the slots.
+    // How many resources were still held with our slots: summed over the hash slots.
     merge: (_calls, replies) => {
       const bad = replies.find((reply) => !Number.isSafeInteger(reply));
       if (bad !== undefined) throw new UnexpectedReplyError('shared-release', bad);
