@@ -37,6 +37,7 @@ export {
   WithLock,
   type AcquireObserver,
   type AcquireOptions,
+  type TryAcquireOptions,
   type AcquireOutcome,
   type CallObserver,
   type CallOutcome,

@@ -50,6 +50,7 @@ export {
   RedlockError,
   type AcquireObserver,
   type AcquireOptions,
+  type TryAcquireOptions,
   type AcquireOutcome,
   type CallObserver,
   type CallOutcome,

@@ -1,7 +1,7 @@
 import { Inject, Injectable, type OnApplicationShutdown } from '@nestjs/common';
 import type { Lock } from './core/lock/lock.js';
 import { currentScope, type LockSession } from './core/acquire/lock-session.js';
-import { Redlock, type AcquireOptions, type LockedRoutine, type UsingOptions } from './core/redlock.js';
+import { Redlock, type AcquireOptions, type TryAcquireOptions, type LockedRoutine, type UsingOptions } from './core/redlock.js';
 import type { RedlockEngine } from './core/redlock-engine.js';
 import type { LockInspection } from './core/inspection/lock-inspection.js';
 import { RedisConnections } from './redis-connections.js';
@@ -46,7 +46,7 @@ export class RedlockService implements OnApplicationShutdown {
   tryAcquire(
     resources: string | readonly string[],
     ttlMs: number = this.settings.defaultTtlMs,
-    options?: Pick<AcquireOptions, 'fencing' | 'mode' | 'limit'>,
+    options?: TryAcquireOptions,
   ): Promise<Lock | null> {
     return this.engine.tryAcquire(resources, ttlMs, options);
   }

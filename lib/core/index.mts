@@ -20,6 +20,7 @@ export {
   RedlockError,
   type AcquireObserver,
   type AcquireOptions,
+  type TryAcquireOptions,
   type AcquireOutcome,
   type CampaignOptions,
   type CallObserver,

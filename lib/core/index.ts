@@ -1,5 +1,5 @@
 export { Redlock } from './redlock.js';
-export type { AcquireOptions, UsingOptions, LockedRoutine } from './lock/acquire-options.js';
+export type { AcquireOptions, TryAcquireOptions, UsingOptions, LockedRoutine } from './lock/acquire-options.js';
 export type { LockMode } from './lock/lock-kind.js';
 export type { RedlockEngine } from './redlock-engine.js';
 export { Lock, type LockSummary, type ReleaseResult } from './lock/lock.js';

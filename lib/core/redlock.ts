@@ -27,12 +27,12 @@ import { repeats, VoterAdmission, type DuplicateMaster } from './voters/voter-ad
 import { isSentinelManaged } from './voters/sentinel-voter.js';
 import { nodeTimeoutMs, resolveOptions, type RedlockOptions, type ResolvedRedlockOptions } from './lock/redlock-options.js';
 import { checkProbeTimeout, checkTtl, checkResources } from './base/argument-checks.js';
-import type { AcquireOptions, LockedRoutine, UsingOptions } from './lock/acquire-options.js';
+import type { AcquireOptions, LockedRoutine, TryAcquireOptions, UsingOptions } from './lock/acquire-options.js';
 import { redisKinds } from './kinds/kinds.js';
 import type { EngineRounds } from './rounds/engine-rounds.js';
 
 // Named here too: the Nest layer imports a call's options from the engine it calls.
-export type { AcquireOptions, LockedRoutine, UsingOptions };
+export type { AcquireOptions, LockedRoutine, TryAcquireOptions, UsingOptions };
 
 /**
  * The Redlock algorithm over N independent Redis masters: a lock is held when a majority
@@ -137,7 +137,7 @@ export class Redlock extends EventEmitter implements LockEngine {
   }
 
   /** One round, no waiting and no place in line: the lock, or null when another owner holds it. */
-  tryAcquire(resources: string | readonly string[], ttlMs: number, options: Pick<AcquireOptions, 'fencing' | 'mode' | 'limit'> = {}): Promise<Lock | null> {
+  tryAcquire(resources: string | readonly string[], ttlMs: number, options: TryAcquireOptions = {}): Promise<Lock | null> {
     return this.#core.tryAcquire(resources, ttlMs, options);
   }
 

@@ -7,7 +7,7 @@ import type { Kinds } from '../core/kinds/kinds.js';
 import { InstrumentationGuard } from '../core/lock/instrumentation-guard.js';
 import type { Lock, LockEngine, ReleaseResult } from '../core/lock/lock.js';
 import type { MastersHealth } from '../core/voters/master-health.js';
-import type { AcquireOptions, LockedRoutine, UsingOptions } from '../core/lock/acquire-options.js';
+import type { AcquireOptions, LockedRoutine, TryAcquireOptions, UsingOptions } from '../core/lock/acquire-options.js';
 import type { RedlockEngine } from '../core/redlock-engine.js';
 import { resolveOptions, type RedlockOptions, type ResolvedRedlockOptions } from '../core/lock/redlock-options.js';
 import { checkProbeTimeout, checkResources, checkTtl } from '../core/base/argument-checks.js';
@@ -104,7 +104,7 @@ export class InMemoryRedlock extends EventEmitter implements RedlockEngine, Lock
   }
 
   /** As `Redlock.tryAcquire`: one round, `null` when another owner holds them. */
-  tryAcquire(resources: string | readonly string[], ttlMs: number, options: Pick<AcquireOptions, 'fencing' | 'mode' | 'limit'> = {}): Promise<Lock | null> {
+  tryAcquire(resources: string | readonly string[], ttlMs: number, options: TryAcquireOptions = {}): Promise<Lock | null> {
     return this.#core.tryAcquire(resources, ttlMs, options);
   }
 

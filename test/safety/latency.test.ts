@@ -3,7 +3,7 @@ import { expect, it } from 'vitest';
 import { failures, runFor, timeoutFor } from './support/safety-run.js';
 import { scenarioFixture } from './support/scenario-fixture.js';
 import { checkHistory } from './support/checker.js';
-import { attempts, durationMs, KINDS, loopWorker, range, sharedAtOnce, shuffled, tally } from './support/scenario-kit.js';
+import { attempts, durationMs, KINDS, loopWorker, range, sharedAtOnce, shuffled, tally, WEIGHTED } from './support/scenario-kit.js';
 
 // 200 ms of latency (each way) on 2 of 5 masters. Workers take the lock one round at a time
 // (tryAcquire), with a node timeout long enough that a slow master is waited for whenever the
@@ -27,7 +27,7 @@ const VALIDITY_SLACK_MS = 100;
 
 const fixture = scenarioFixture({ proxied: true });
 
-for (const kind of KINDS) {
+for (const kind of [...KINDS, WEIGHTED]) {
   it(`${kind.title}hands out only locks whose validity accounts for a 200 ms delay on 2 of 5 masters`, async () => {
     const proxies = fixture.proxies();
     const direct = fixture.direct();

@@ -3,7 +3,7 @@ import { expect, it } from 'vitest';
 import { now } from './support/history.js';
 import { failures, runFor, timeoutFor } from './support/safety-run.js';
 import { scenarioFixture } from './support/scenario-fixture.js';
-import { attempts, durationMs, expectSharing, KINDS, loopWorker, range, shuffled, tally } from './support/scenario-kit.js';
+import { attempts, durationMs, expectSharing, KINDS, loopWorker, range, shuffled, tally, WEIGHTED } from './support/scenario-kit.js';
 
 // Pause masters (SIGSTOP) for much longer than the node timeout: 1, then 2, then 3 of 5 at once.
 // A paused master accepts connections and buffers requests but answers nothing, the worst kind
@@ -20,7 +20,7 @@ const SHORT_MS = 4_000;
 
 const fixture = scenarioFixture();
 
-for (const kind of KINDS) {
+for (const kind of [...KINDS, WEIGHTED]) {
   it(`${kind.title}never stalls an acquire beyond the node timeout while masters are paused`, async () => {
     const masters = fixture.masters();
     const scenario = fixture.start({

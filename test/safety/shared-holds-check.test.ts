@@ -14,6 +14,7 @@ interface HoldSpec {
   invoke?: number;
   mode?: 'read' | 'write';
   limit?: number;
+  permits?: number;
   fence?: number;
   resource?: string;
 }
@@ -37,6 +38,7 @@ function hold(spec: HoldSpec): HistoryEvent[] {
       ...(spec.fence === undefined ? {} : { fence: spec.fence }),
       ...(spec.mode === 'read' ? { mode: 'read' as const } : {}),
       ...(spec.limit === undefined ? {} : { limit: spec.limit }),
+      ...(spec.permits === undefined ? {} : { permits: spec.permits }),
     },
     { ...base, op: 'release', phase: 'invoke', t: T(spec.end), token: spec.token },
   ];
@@ -84,6 +86,19 @@ describe('checker: semaphores', () => {
     );
     expect(result.counts['over-limit']).toBe(1);
     expect(result.violations[0]!.message).toContain('3 holders at once, limit 2');
+  });
+
+  it('counts a weighted permit by its weight: two holders may be over the limit, and four within it', () => {
+    const within = check(
+      { token: 'a', ok: 0, end: 20, limit: 4, permits: 2 },
+      { token: 'b', ok: 5, end: 30, limit: 4, permits: 2 },
+      { token: 'c', ok: 20, end: 40, limit: 4, permits: 1 },
+      { token: 'd', ok: 21, end: 40, limit: 4 },
+    );
+    expect(within.violations).toEqual([]);
+    const over = check({ token: 'a', ok: 0, end: 20, limit: 4, permits: 3 }, { token: 'b', ok: 5, end: 30, limit: 4, permits: 2 });
+    expect(over.counts['over-limit']).toBe(1);
+    expect(over.violations[0]!.message).toContain('5 permits held by 2 holders at once, limit 4');
   });
 });
 

@@ -4,10 +4,10 @@ import { checkHistory } from './support/checker.js';
 import { now } from './support/history.js';
 import { failures, runFor, timeoutFor } from './support/safety-run.js';
 import { scenarioFixture } from './support/scenario-fixture.js';
-import { loopWorker, mostAtOnce, range, shuffled } from './support/scenario-kit.js';
+import { loopWorker, mostAtOnce, range, shuffled, WEIGHTED } from './support/scenario-kit.js';
 
 // The kill-masters faults for a semaphore and a read-write lock: workers in 3 processes loop on
-// one resource as permits of limit 2, or as readers (70%) and writers; each episode kills 2 of
+// one resource as permits of limit 2, as weighted permits (1 to 3 of 4), or as readers (70%) and writers; each episode kills 2 of
 // the 5 masters, then brings them back empty (the restart quarantine, on, keeps them out for a
 // ttl). The checker judges every hold: never more than 2 permits, never a writer with anyone,
 // fences rising, writers' read-modify-writes never lost. The control that the checker sees
@@ -21,8 +21,9 @@ const DWELL_MS = 400;
 const fixture = scenarioFixture();
 
 const SHAPES = [
-  { name: 'semaphore', shared: { limit: 2 }, together: 'permits' },
-  { name: 'read-write', shared: { readShare: 0.7 }, together: 'readers' },
+  { name: 'semaphore', title: 'Semaphore (limit 2)', shared: { limit: 2 } },
+  { name: 'weighted', title: 'Weighted permits (limit 4, 1 to 3 each)', shared: WEIGHTED.shared },
+  { name: 'read-write', title: 'Read-write lock (70% readers)', shared: { readShare: 0.7 } },
 ] as const;
 
 for (const shape of SHAPES) {
@@ -30,7 +31,7 @@ for (const shape of SHAPES) {
     const masters = fixture.masters();
     const scenario = fixture.start({
       id: `shared-${shape.name}-kill-masters`,
-      title: `${shape.name === 'semaphore' ? 'Semaphore (limit 2)' : 'Read-write lock (70% readers)'}: kill 2 of 5 masters, bring them back empty`,
+      title: `${shape.title}: kill 2 of 5 masters, bring them back empty`,
       expected: 'safe',
       method:
         `3 processes x 2 workers loop on one resource (${JSON.stringify(shape.shared)}, ttl 1 s, extend once per cycle, quarantine on). ` +
@@ -63,11 +64,12 @@ for (const shape of SHAPES) {
     await scenario.stopWorkers();
 
     const holds = checkHistory(scenario.history.events()).holds.filter((h) => h.resource === resource);
-    const together = mostAtOnce(holds.filter((h) => (shape.name === 'semaphore' ? h.limit > 1 : h.mode === 'read')));
+    const permits = shape.name !== 'read-write';
+    const together = mostAtOnce(holds.filter((h) => (permits ? h.limit > 1 : h.mode === 'read')));
     scenario.expect(`live before the faults (${episodes.liveBefore}/${episodes.run} episodes)`, episodes.liveBefore === episodes.run);
     scenario.expect(`live with 2 of 5 down (${episodes.liveTwoDown}/${episodes.run} episodes)`, episodes.liveTwoDown === episodes.run);
     scenario.expect(`live again once both are back (${episodes.liveAgain}/${episodes.run} episodes)`, episodes.liveAgain === episodes.run);
-    scenario.expect(`${shape.together} did hold together (at most ${together} at once)`, together > 1);
+    scenario.expect(`${permits ? 'permits' : 'readers'} did hold together (at most ${together} at once)`, together > 1);
     // Slack for a worker descheduled between its invoke event and its round (loaded machine); overlaps are checked exactly.
     const result = await scenario.finish({ validitySlackMs: 250 });
     expect(failures(result)).toBe('');

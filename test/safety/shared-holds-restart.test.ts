@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Redlock, type AcquireOptions, type Lock, type QuarantineNotice } from '../../lib/core/index.js';
+import { Redlock, type Lock, type QuarantineNotice, type TryAcquireOptions } from '../../lib/core/index.js';
 import { freePort } from '../support/free-port.js';
 import { connectMasters, disconnectAll, FRESH_FLEET, LOCK_CLIENT_OPTIONS, untilReady } from '../support/masters.js';
 import { RedisFleet } from '../support/redis-fleet.js';
@@ -19,6 +19,9 @@ import { History, now, nsFromMs } from './support/history.js';
 // on, master 0 does not vote until every hold it may have forgotten has expired: the checker
 // finds nothing. The control, quarantine off, lets a writer in beside A (or a third permit
 // holder in beside A and B) through masters {0, 3, 4}: the checker must flag it.
+//
+// Weighted permits: A takes 3 of a limit of 4 and the workers ask for 2, so the control's
+// overlap is two holders of five permits, which only the checker's weighted rule sees.
 
 /**
  * The invoke event is stamped just before the call and the engine's round starts a moment later:
@@ -88,6 +91,7 @@ class Recorder {
         single,
         ...(lock.mode === 'read' ? { mode: 'read' as const } : {}),
         ...(lock.limit > 1 ? { limit: lock.limit } : {}),
+        ...(lock.permits > 1 ? { permits: lock.permits } : {}),
       });
       return lock;
     } catch (error) {
@@ -114,11 +118,19 @@ async function holdBeforeTheFault(recorder: Recorder, take: () => Promise<Lock |
   return null;
 }
 
-async function scenario(kind: 'rw' | 'semaphore', quarantine: boolean) {
+type Shape = 'rw' | 'semaphore' | 'weighted';
+
+/** What A (and B) hold, and what the workers ask for. */
+const OPTIONS: Record<Shape, { hold: TryAcquireOptions; worker: TryAcquireOptions }> = {
+  rw: { hold: { mode: 'read' }, worker: {} },
+  semaphore: { hold: { limit: 2 }, worker: { limit: 2 } },
+  weighted: { hold: { limit: 4, permits: 3 }, worker: { limit: 4, permits: 2 } },
+};
+
+async function scenario(kind: Shape, quarantine: boolean) {
   const history = new History();
   const resource = `${kind}-${quarantine ? 'guarded' : 'control'}`;
-  const holdOptions: Pick<AcquireOptions, 'mode' | 'limit'> = kind === 'rw' ? { mode: 'read' } : { limit: 2 };
-  const workerOptions: Pick<AcquireOptions, 'mode' | 'limit'> = kind === 'rw' ? {} : { limit: 2 };
+  const { hold: holdOptions, worker: workerOptions } = OPTIONS[kind];
 
   // A reaches masters 0-2 only; its clients for "3" and "4" point where nobody listens.
   const reachable = await connectMasters(fleet.urls().slice(0, 3));
@@ -177,7 +189,7 @@ async function scenario(kind: 'rw' | 'semaphore', quarantine: boolean) {
   return { result: checkHistory(history.events(), { validitySlackMs: VALIDITY_SLACK_MS }), notices };
 }
 
-describe.each(['rw', 'semaphore'] as const)('%s: a master of the holder’s majority restarted empty at once', (kind) => {
+describe.each(['rw', 'semaphore', 'weighted'] as const)('%s: a master of the holder’s majority restarted empty at once', (kind) => {
   it('never lets a holder in beyond the rules while the restart quarantine is on', async () => {
     const { result, notices } = await scenario(kind, true);
     expect(summarize(result)).toMatch(/ 0 violations/);

@@ -7,7 +7,7 @@ import { checkResources, checkTtl } from '../base/argument-checks.js';
 import { resolveWait } from '../lock/redlock-options.js';
 import { Waiter } from '../waiting/waiter.js';
 import { roundFailure } from '../rounds/round-failure.js';
-import { checkCall, oneRound, type AcquireOptions, type LockedRoutine, type UsingOptions } from '../lock/acquire-options.js';
+import { checkCall, oneRound, type AcquireOptions, type LockedRoutine, type TryAcquireOptions, type UsingOptions } from '../lock/acquire-options.js';
 import type { Acquisition, HeldLocks } from './held-locks.js';
 import { LockAcquirer, type AcquirerParts } from './lock-acquirer.js';
 import type { HeldBy } from '../kinds/hold-kind.js';
@@ -54,13 +54,13 @@ export class EngineCore {
     return this.#acquirer.acquire(list, ttlMs, options, true);
   }
 
-  async tryAcquire(resources: string | readonly string[], ttlMs: number, options: Pick<AcquireOptions, 'fencing' | 'mode' | 'limit'>): Promise<Lock | null> {
+  async tryAcquire(resources: string | readonly string[], ttlMs: number, options: TryAcquireOptions): Promise<Lock | null> {
     const list = checkCall(resources, ttlMs, options, this.#parts.options);
     this.#parts.quarantine?.observeTtl(ttlMs);
     return this.#oneRound(list, ttlMs, options);
   }
 
-  async #oneRound(list: string[], ttlMs: number, options: Pick<AcquireOptions, 'fencing' | 'mode' | 'limit'>): Promise<Lock | null> {
+  async #oneRound(list: string[], ttlMs: number, options: TryAcquireOptions): Promise<Lock | null> {
     try {
       return await this.#acquirer.acquire(list, ttlMs, oneRound(options), false);
     } catch (error) {

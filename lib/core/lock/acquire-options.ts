@@ -25,6 +25,9 @@ export interface AcquireOptions extends WaitOptions {
   permits?: number;
 }
 
+/** Options of `tryAcquire`: one round, so nothing of waiting; the kind of lock, and fencing. */
+export type TryAcquireOptions = Pick<AcquireOptions, 'fencing' | 'mode' | 'limit' | 'permits'>;
+
 /** Options of `using` and `enter` (and of `@WithLock` calls): those of `acquire`, and auto-extension. */
 export interface UsingOptions extends AcquireOptions {
   /** Extend the lock while the routine runs. Default true. */

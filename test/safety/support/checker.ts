@@ -71,6 +71,8 @@ export interface Hold {
   readonly mode: 'read' | 'write';
   /** How many holders the resource admits: a semaphore's limit, else 1. */
   readonly limit: number;
+  /** How many of the limit's permits the hold takes (a weighted permit), else 1. */
+  readonly permits: number;
   readonly invokedAt: bigint | undefined;
   readonly okAt: bigint;
   /** The validUntil stated last, by the acquire or an extend (ok or failed). */
@@ -167,6 +169,7 @@ function buildHolds(events: readonly HistoryEvent[]): Hold[] {
     fence: ok.fence,
     mode: ok.mode ?? 'write',
     limit: ok.limit ?? 1,
+    permits: ok.permits ?? 1,
     invokedAt: invoke?.t,
     okAt: ok.t,
     validUntil,

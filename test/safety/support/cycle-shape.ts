@@ -4,6 +4,8 @@ import type { WorkerConfig } from './protocol.js';
 export interface CycleShape {
   readonly mode?: 'read' | 'write';
   readonly limit?: number;
+  /** With `limit`: how many permits the cycle takes (a weighted permit). */
+  readonly permits?: number;
   /** False for a lock without a fencing token; fenced otherwise. */
   readonly fencing?: boolean;
 }
@@ -17,7 +19,10 @@ const UNFENCED_SHARE = 0.5;
 
 /** A cycle's shape under `config.shared`: every acquire a permit, or a reader with `readShare` odds, else a writer; for the lock, fenced or not. */
 export function cycleShape(shared: WorkerConfig['shared']): CycleShape {
-  if (shared?.limit !== undefined) return { limit: shared.limit };
+  if (shared?.limit !== undefined) {
+    const { permits } = shared;
+    return permits ? { limit: shared.limit, permits: permits[Math.floor(Math.random() * permits.length)]! } : { limit: shared.limit };
+  }
   if (shared?.readShare !== undefined) return Math.random() < shared.readShare ? { mode: 'read' } : { mode: 'write' };
   return Math.random() < UNFENCED_SHARE ? { fencing: false } : {};
 }

@@ -66,6 +66,8 @@ export interface HistoryEvent {
   handedOff?: boolean;
   /** acquire ok: a semaphore's permit, of this limit; absent for limit 1. */
   limit?: number;
+  /** acquire ok: how many of the limit's permits it took; absent for 1. */
+  permits?: number;
   /** store: the fenced value (read: current; write: the new value). */
   value?: number;
   /** store: the unfenced value, guarded by the lock only (absent: this write did not touch it). */

@@ -70,11 +70,12 @@ export interface WorkerConfig {
   single?: boolean;
   /**
    * Readers and permits instead of the lock: with `limit`, every acquire is a permit of a
-   * semaphore of that limit; with `readShare`, a reader with that probability, else a writer.
+   * semaphore of that limit (taking one of `permits` at random, when given: weighted permits);
+   * with `readShare`, a reader with that probability, else a writer.
    * Readers and permits hold for a while without touching the store (they share the resource);
    * writers read-modify-write it as the lock does.
    */
-  shared?: { limit?: number; readShare?: number };
+  shared?: { limit?: number; permits?: readonly number[]; readShare?: number };
   waitTimeoutMs?: number;
   /** Upper bound of a random time spent inside the lock between read and write. */
   holdMs?: number;

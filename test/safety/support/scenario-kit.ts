@@ -64,17 +64,36 @@ export const KINDS = [
   { name: 'lock', id: '', title: '', shared: undefined },
   { name: 'semaphore', id: '-semaphore', title: 'Semaphore (limit 2): ', shared: { limit: 2 } },
   { name: 'read-write', id: '-read-write', title: 'Read-write lock (70% readers): ', shared: { readShare: 0.7 } },
-] as const satisfies readonly { name: string; id: string; title: string; shared: WorkerConfig['shared'] }[];
-export type Kind = (typeof KINDS)[number];
+] as const satisfies readonly KindShape[];
+
+/**
+ * Weighted permits: a semaphore of limit 4 whose holds take 1, 2 or 3 permits each, for the
+ * scenarios that fault masters by slowing, pausing, killing and restarting them.
+ */
+export const WEIGHTED = {
+  name: 'weighted',
+  id: '-weighted',
+  title: 'Weighted permits (limit 4, 1 to 3 each): ',
+  shared: { limit: 4, permits: [1, 2, 3] },
+} as const satisfies KindShape;
+
+interface KindShape {
+  readonly name: string;
+  readonly id: string;
+  readonly title: string;
+  readonly shared: WorkerConfig['shared'];
+}
+export type Kind = (typeof KINDS)[number] | typeof WEIGHTED;
 
 /** The holds that may share the resource under `kind` (permits, readers), and how many of them held it at once at most. */
 export function sharedAtOnce(kind: Kind, holds: readonly Hold[]): { what: string; most: number } {
-  const shared = holds.filter((h) => (kind.name === 'semaphore' ? h.limit > 1 : h.mode === 'read'));
+  const permits = kind.name === 'semaphore' || kind.name === 'weighted';
+  const shared = holds.filter((h) => (permits ? h.limit > 1 : h.mode === 'read'));
   // Per resource: holds of different resources at once say nothing about sharing one.
   const byResource = new Map<string, Hold[]>();
   for (const hold of shared) byResource.set(hold.resource, [...(byResource.get(hold.resource) ?? []), hold]);
   const most = Math.max(0, ...[...byResource.values()].map(mostAtOnce));
-  return { what: kind.name === 'semaphore' ? 'permits' : 'readers', most };
+  return { what: permits ? 'permits' : 'readers', most };
 }
 
 /** For a shared kind, expects that its permits or readers really held together: the run tested sharing, not only exclusion. */

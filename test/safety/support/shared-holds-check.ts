@@ -4,7 +4,8 @@ import type { Hold, Violation } from './checker.js';
 /**
  * The invariants of readers and semaphores (docs/GUARANTEES.md, "Semaphores and read-write
  * locks"), on the same holds and windows as the lock's:
- * - `over-limit`: at no instant more than `limit` permit windows of one resource;
+ * - `over-limit`: at no instant more than `limit` permits held in the windows of one resource,
+ *   a weighted permit counting its weight;
  * - `writer-shared`: no writer's window intersects another holder's (a reader's or a writer's);
  * - `fence-order`: a holder's fence is above the fence of every holder whose acquire ended (ok)
  *   before this one's began (invoke). Concurrent readers or permits may share a value, so
@@ -40,7 +41,7 @@ function sharedResources(all: readonly Hold[]): Set<string> {
 }
 
 function who(hold: Hold): string {
-  const kind = hold.limit > 1 ? `permit of ${hold.limit}` : hold.mode === 'read' ? 'reader' : 'writer';
+  const kind = hold.limit > 1 ? (hold.permits > 1 ? `${hold.permits} permits of ${hold.limit}` : `permit of ${hold.limit}`) : hold.mode === 'read' ? 'reader' : 'writer';
   return `${kind} ${hold.proc}/${hold.worker} (fence ${hold.fence ?? '-'}, token ${hold.token.slice(0, 8)})`;
 }
 
@@ -64,12 +65,14 @@ function checkWindows(resource: string, list: Hold[], out: Violation[]): void {
     active.push(hold);
     if (hold.limit > 1) {
       const permits = active.filter((h) => h.limit > 1);
-      if (permits.length > hold.limit) {
+      const taken = permits.reduce((sum, h) => sum + h.permits, 0);
+      if (taken > hold.limit) {
+        const weighted = permits.some((h) => h.permits > 1);
         out.push({
           kind: 'over-limit',
           resource,
           at: hold.okAt,
-          message: `${who(hold)} made ${permits.length} holders at once, limit ${hold.limit}: ${permits.map(who).join(', ')}`,
+          message: `${who(hold)} made ${weighted ? `${taken} permits held by ${permits.length} holders` : `${permits.length} holders`} at once, limit ${hold.limit}: ${permits.map(who).join(', ')}`,
         });
       }
     }

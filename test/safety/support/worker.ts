@@ -165,6 +165,7 @@ function acquired(engine: Engine, cycle: Cycle, lock: Lock, handedOff: boolean, 
     validUntil: claimed(lock, validUntil(lock)),
     ...(lock.mode === 'read' ? { mode: 'read' as const } : {}),
     ...(lock.limit > 1 ? { limit: lock.limit } : {}),
+    ...(lock.permits > 1 ? { permits: lock.permits } : {}),
   });
 }
 
