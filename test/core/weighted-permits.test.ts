@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { InvalidArgumentError, Redlock, type Lock, type RedlockOptions } from '../../lib/index.js';
+import { InvalidArgumentError, LockUpgradeError, Redlock, type Lock, type RedlockOptions } from '../../lib/index.js';
 import { InMemoryRedlock } from '../../lib/testing/index.js';
 import { connectMasters, disconnectAll, FRESH_FLEET } from '../support/masters.js';
 import { RedisFleet } from '../support/redis-fleet.js';
@@ -195,6 +195,24 @@ describe('weighted permits (permits: n of a limit)', () => {
     const plain = await redlock.tryAcquire('plain', 1_000, { permits: 1 });
     expect(plain?.limit).toBe(1);
     await plain!.release();
+  });
+
+  it('runs a permit asked for inside a hold of as many or more under it, and refuses one of more permits (it could deadlock)', async () => {
+    const { redlock } = await engine();
+    const inner = await redlock.using(
+      'nested',
+      10_000,
+      async (_signal, outer) => {
+        const same = await redlock.using('nested', 10_000, async (_s, lock) => lock === outer, { limit: 4, permits: 2 });
+        const fewer = await redlock.using('nested', 10_000, async (_s, lock) => lock === outer, { limit: 4 });
+        const more = redlock.using('nested', 10_000, async () => 'ran', { limit: 4, permits: 3 });
+        await expect(more).rejects.toThrow(LockUpgradeError);
+        await expect(more).rejects.toThrow('3 permits of limit 4 on nested asked for inside a hold of 2 of them');
+        return { same, fewer };
+      },
+      { limit: 4, permits: 2 },
+    );
+    expect(inner).toEqual({ same: true, fewer: true });
   });
 
   it('works alike on the in-memory engine', async () => {

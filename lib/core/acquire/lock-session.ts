@@ -219,13 +219,21 @@ function liveLocks(locks: ReadonlyMap<string, Lock>): ReadonlyMap<string, Lock> 
  */
 function checkReentry(held: ReadonlyMap<string, Lock>, resources: readonly string[], kind: LockKind): void {
   const upgrades: string[] = [];
+  const larger: string[] = [];
+  let heldPermits = 0;
   for (const resource of resources) {
     const heldKind = held.get(resource)?.kind;
     if (!heldKind) continue;
     if (heldKind.family !== kind.family) throw new LockKindMismatchError(resource, kind.name, heldKind.name);
     if (kind.mode === 'write' && heldKind.mode === 'read') upgrades.push(resource);
+    // A weighted permit inside a smaller one would run counted at the outer weight.
+    if (kind.permits > heldKind.permits) {
+      larger.push(resource);
+      heldPermits = heldKind.permits;
+    }
   }
   if (upgrades.length > 0) throw new LockUpgradeError(upgrades);
+  if (larger.length > 0) throw new LockUpgradeError(larger, { asked: kind.permits, held: heldPermits, limit: kind.limit });
 }
 
 /** `using` of every engine: the routine runs in a session, which is always exited afterwards. */

@@ -246,10 +246,16 @@ export class LockUpgradeError extends RedlockError {
   readonly code = 'LOCK_UPGRADE';
 
   constructor(
-    /** The resources the write lock was asked for. */
+    /** The resources the write lock (or the larger weight of permits) was asked for. */
     readonly resources: readonly string[],
+    /** For weighted permits: how many were asked for inside a hold of how many, of which limit. */
+    permits?: { readonly asked: number; readonly held: number; readonly limit: number },
   ) {
-    super(`write lock on ${names(resources)} asked for inside a read lock on it: upgrading a read lock is refused (it would deadlock)`);
+    super(
+      permits
+        ? `${permits.asked} permits of limit ${permits.limit} on ${names(resources)} asked for inside a hold of ${permits.held} of them: taking more permits inside a hold is refused (it could deadlock)`
+        : `write lock on ${names(resources)} asked for inside a read lock on it: upgrading a read lock is refused (it would deadlock)`,
+    );
   }
 }
 
