@@ -138,6 +138,20 @@ export function evaluateTargets(results: Results): TargetRow[] {
   row({ scenario: '3b hot semaphore', figure: `most holders at once, limit ${permits} (any repetition)`, ours: mostAtOnce(OURS), bestPeer: undefined,
     ratio: NaN, target: '≤ the limit', ok: mostAtOnce(OURS) <= permits, digits: 0,
     margin: `ours ${mostAtOnce(OURS)}; ${semPeers.map((library) => `${library} ${mostAtOnce(library)}`).join(', ') || 'no peer ran'}` }, sem);
+  // Issue 34: the weighted variant of 3b (1 to 3 permits of 8 per acquire).
+  const weighted = 'hot-weighted-semaphore';
+  const weightedShare = m(weighted, 'throughput') / results.median(weighted, LIMIT, 'throughput');
+  const weightedPeer = bestPeer(results, weighted, 'throughput', 'higher');
+  row({ scenario: '3b-w weighted semaphore', figure: 'holds/s, share of the limit (perfect in-process weighted semaphore)', ours: weightedShare,
+    bestPeer: weightedPeer && { library: weightedPeer.library, value: weightedPeer.value / results.median(weighted, LIMIT, 'throughput') },
+    ratio: m(weighted, 'throughput') / (weightedPeer?.value ?? NaN), target: '≥ 0.60 of the limit', ok: weightedShare >= 0.6, digits: 3,
+    margin: weightedShare >= 0.6 ? `${(weightedShare - 0.6).toFixed(3)} above` : `${(0.6 - weightedShare).toFixed(3)} short` }, weighted);
+  const mostPermits = (library: LibraryId) => results.max(weighted, library, 'mostAtOnce');
+  const weightedLimit = mostPermits(LIMIT);
+  const weightedPeers = LIBRARIES.filter((library) => library !== OURS && library !== LIMIT && !Number.isNaN(mostPermits(library)));
+  row({ scenario: '3b-w weighted semaphore', figure: `most permits held at once, limit ${weightedLimit} (any repetition)`, ours: mostPermits(OURS),
+    bestPeer: undefined, ratio: NaN, target: '≤ the limit', ok: mostPermits(OURS) <= weightedLimit, digits: 0,
+    margin: `ours ${mostPermits(OURS)}; ${weightedPeers.map((library) => `${library} ${mostPermits(library)}`).join(', ') || 'no peer ran'}` }, weighted);
   for (const [id, label] of [['rw-read-heavy', '3c read-heavy'], ['rw-write-heavy', '3d write-heavy']] as const) {
     const rwShare = m(id, 'throughput') / results.median(id, LIMIT, 'throughput');
     const writeWait = m(id, 'writeWaitP99');

@@ -21,11 +21,18 @@ export class InProcessLimitAdapter implements LockAdapter<string> {
 
   acquireShared(key: string, _ttlMs: number, shape: SharedShape): Promise<string> {
     if ('mode' in shape) return this.#readWriteGate(key).enter(shape.mode).then(() => key);
-    return this.#gate(key, shape.limit).enter().then(() => key);
+    const permits = shape.permits ?? 1;
+    return this.#gate(key, shape.limit)
+      .enter(permits)
+      .then(() => (permits > 1 ? `${key}\n${permits}` : key));
   }
 
-  async release(key: string): Promise<void> {
-    this.#gates.get(key)!.leave();
+  /** The handle is the key, with the weight after a newline for a weighted permit. */
+  async release(handle: string): Promise<void> {
+    const [key, permits] = handle.split('\n');
+    const gate = this.#gates.get(key!)!;
+    if (gate instanceof Gate) gate.leave(Number(permits ?? 1));
+    else gate.leave();
   }
 
   async close(): Promise<void> {}
@@ -45,25 +52,31 @@ export class InProcessLimitAdapter implements LockAdapter<string> {
   }
 }
 
-/** At most `limit` inside; the others wait in arrival order and get in as soon as one leaves. */
+/**
+ * At most `limit` permits inside; the others wait in arrival order and get in as soon as enough
+ * have left for the head of the line (a weighted request is not overtaken by smaller ones).
+ */
 class Gate {
   #inside = 0;
-  readonly #queue: (() => void)[] = [];
+  readonly #queue: { permits: number; resolve: () => void }[] = [];
 
   constructor(private readonly limit: number) {}
 
-  enter(): Promise<void> {
-    if (this.#inside < this.limit) {
-      this.#inside++;
+  enter(permits = 1): Promise<void> {
+    if (this.#queue.length === 0 && this.#inside + permits <= this.limit) {
+      this.#inside += permits;
       return Promise.resolve();
     }
-    return new Promise((resolve) => this.#queue.push(resolve));
+    return new Promise((resolve) => this.#queue.push({ permits, resolve }));
   }
 
-  leave(): void {
-    const next = this.#queue.shift();
-    if (next) next(); // the place passes straight on: #inside stays the same
-    else this.#inside--;
+  leave(permits = 1): void {
+    this.#inside -= permits;
+    while (this.#queue[0] && this.#inside + this.#queue[0].permits <= this.limit) {
+      const next = this.#queue.shift()!;
+      this.#inside += next.permits;
+      next.resolve();
+    }
   }
 }
 

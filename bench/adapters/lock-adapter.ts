@@ -21,8 +21,8 @@ export interface LockAdapter<H = unknown> {
   acquireShared?(key: string, ttlMs: number, shape: SharedShape): Promise<H>;
 }
 
-/** What a shared acquisition asks for: a permit of `limit`, or a reader or writer. */
-export type SharedShape = { readonly limit: number } | { readonly mode: 'read' | 'write' };
+/** What a shared acquisition asks for: a permit of `limit` (or `permits` of them, weighted), or a reader or writer. */
+export type SharedShape = { readonly limit: number; readonly permits?: number } | { readonly mode: 'read' | 'write' };
 
 export interface SetupOptions {
   /** ioredis `enableAutoPipelining`, given to every library alike. */

@@ -1,5 +1,5 @@
 import type { Redis } from 'ioredis';
-import { RedlockMutex, RedlockSemaphore } from 'redis-semaphore';
+import { RedlockMultiSemaphore, RedlockMutex, RedlockSemaphore } from 'redis-semaphore';
 import { connect, disconnect } from '../support/clients.js';
 import { WAIT_MS, type LockAdapter, type SetupOptions, type SharedShape } from './lock-adapter.js';
 
@@ -26,14 +26,18 @@ export class RedisSemaphoreAdapter implements LockAdapter<RedlockMutex> {
     return mutex;
   }
 
-  /** RedlockSemaphore for a permit (its RedlockMutex's sibling); it has no read-write lock. */
+  /**
+   * RedlockSemaphore for a permit (its RedlockMutex's sibling), RedlockMultiSemaphore for weighted
+   * permits (every acquire of the weighted scenario, weight 1 too: the two keep their holders
+   * apart); it has no read-write lock.
+   */
   async acquireShared(key: string, ttlMs: number, shape: SharedShape): Promise<RedlockMutex> {
     if (!('limit' in shape)) throw new Error('redis-semaphore has no read-write lock');
-    const semaphore = new RedlockSemaphore(this.#clients, key, shape.limit, {
-      lockTimeout: ttlMs,
-      acquireTimeout: WAIT_MS,
-      refreshInterval: 0,
-    });
+    const options = { lockTimeout: ttlMs, acquireTimeout: WAIT_MS, refreshInterval: 0 };
+    const semaphore =
+      shape.permits === undefined
+        ? new RedlockSemaphore(this.#clients, key, shape.limit, options)
+        : new RedlockMultiSemaphore(this.#clients, key, shape.limit, shape.permits, options);
     await semaphore.acquire();
     return semaphore;
   }

@@ -39,7 +39,7 @@ export async function runHotKey(
   library: LibraryId,
   urls: readonly string[],
   shape: HotKeyShape,
-  extra: Pick<WorkerJob, 'limit' | 'readShare'> & { storeUrl?: string } = {},
+  extra: Pick<WorkerJob, 'limit' | 'permits' | 'readShare'> & { storeUrl?: string } = {},
 ): Promise<HotKeyRun> {
   const { storeUrl, ...kind } = extra;
   const key = `bench:hot:${process.pid}:${Date.now()}`;

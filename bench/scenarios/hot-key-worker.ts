@@ -20,6 +20,8 @@ export interface WorkerJob {
   graceMs: number;
   /** A semaphore's permits instead of the lock (bench/scenarios/shared-hot-key.ts). */
   limit?: number;
+  /** With `limit`: each acquire takes one of these weights at random (weighted permits). */
+  permits?: readonly number[];
   /** Readers and writers instead of the lock: the share of acquires that read. */
   readShare?: number;
   /** Each worker stops after this many acquires, failed ones included (endAt is then only a deadline); default: at endAt. */
@@ -51,6 +53,8 @@ export interface WorkerReport {
   holds: [number, number][];
   /** With `readShare`: per hold, 'r' or 'w'; per wait, the same (a wait that failed included). */
   holdModes?: ('r' | 'w')[];
+  /** With `permits`: per hold, its weight. */
+  holdPermits?: number[];
   waitModes?: ('r' | 'w')[];
   /** ns since startAt when every worker of this process was done (its last release answered). */
   finishedAt: number;
@@ -74,6 +78,7 @@ const report: WorkerReport = {
   holds: [],
   finishedAt: Number.NaN,
   ...(job.readShare === undefined ? {} : { holdModes: [], waitModes: [] }),
+  ...(job.permits === undefined ? {} : { holdPermits: [] }),
 };
 /**
  * When each worker that is waiting right now asked, and as what: a wait cut off at the end keeps
@@ -87,9 +92,10 @@ async function worker(): Promise<void> {
     const asked = process.hrtime.bigint();
     let handle: unknown;
     const mode = job.readShare === undefined ? undefined : Math.random() < job.readShare ? 'read' : 'write';
+    const permits = job.permits?.[Math.floor(Math.random() * job.permits.length)];
     waiting.set(asked, mode);
     try {
-      handle = await take(mode);
+      handle = await take(mode, permits);
     } catch {
       report.failures++;
       report.waits.push(Number(process.hrtime.bigint() - asked) / 1e6);
@@ -104,6 +110,7 @@ async function worker(): Promise<void> {
     await adapter.release(handle);
     report.waits.push(Number(acquired - asked) / 1e6);
     report.holds.push([ns(acquired), ns(releasing)]);
+    if (permits !== undefined) report.holdPermits!.push(permits);
     if (mode) {
       report.holdModes!.push(mode === 'read' ? 'r' : 'w');
       report.waitModes!.push(mode === 'read' ? 'r' : 'w');
@@ -118,8 +125,8 @@ async function criticalSection(): Promise<void> {
   await store.set(job.store!.key, Number(value ?? 0) + 1);
 }
 
-function take(mode: 'read' | 'write' | undefined): Promise<unknown> {
-  if (job.limit !== undefined) return adapter.acquireShared!(job.key, job.ttlMs, { limit: job.limit });
+function take(mode: 'read' | 'write' | undefined, permits: number | undefined): Promise<unknown> {
+  if (job.limit !== undefined) return adapter.acquireShared!(job.key, job.ttlMs, permits === undefined ? { limit: job.limit } : { limit: job.limit, permits });
   if (mode) return adapter.acquireShared!(job.key, job.ttlMs, { mode });
   return adapter.acquire(job.key, job.ttlMs);
 }

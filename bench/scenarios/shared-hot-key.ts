@@ -14,6 +14,11 @@ interface SemaphoreParams extends Params {
   limit: number;
 }
 
+interface WeightedParams extends SemaphoreParams {
+  /** Each acquire takes one of these weights at random. */
+  permits: number[];
+}
+
 interface ReadWriteParams extends Params {
   readShare: number;
 }
@@ -60,6 +65,44 @@ export const hotSemaphore: Scenario<SemaphoreParams> = {
       ...waits(reports.flatMap((r) => r.waits), holds, params),
       waitMax: ascending(reports.flatMap((r) => r.waits)).at(-1) ?? Number.NaN,
       mostAtOnce: mostAtOnce(holds),
+      failures: reports.reduce((sum, r) => sum + r.failures, 0),
+      censored: reports.reduce((sum, r) => sum + r.censored, 0),
+    };
+  },
+};
+
+/** Scenario 3b, weighted: the same contenders, each acquire taking 1, 2 or 3 permits of 8. */
+export const hotWeightedSemaphore: Scenario<WeightedParams> = {
+  id: 'hot-weighted-semaphore',
+  title: '3b-w. Hot weighted semaphore: limit 8, each acquire 1 to 3 permits, 4 processes x 5 workers, 2 ms critical section',
+  libraries: [...OURS_AND_BASE, 'redis-semaphore', LIMIT],
+  limitMetric: 'throughput',
+  method: (p) =>
+    `As 3b, but each acquire takes ${p.permits.join(', ')} permits at random (the same draw for every library) of a ` +
+    `semaphore of limit ${p.limit} (ours: \`acquire(key, ttl, { limit, permits })\`; redis-semaphore: ` +
+    '`new RedlockMultiSemaphore(clients, key, limit, permits)`). Permit share = sum of hold intervals clipped to the ' +
+    `window, each times its weight / (limit x window). Most permits at once: the largest sum of weights of hold ` +
+    `intervals that intersect (must be at most ${p.limit}). The limit: the same workers in ONE process around a perfect ` +
+    'in-process FIFO weighted semaphore (the head of the line gets in once enough permits are free; nobody overtakes it).',
+  metrics: [
+    { key: 'permitShare', label: 'permit share used', better: 'higher', digits: 3 },
+    ...waitMetrics,
+    { key: 'waitMax', label: 'wait max (ms)', better: 'lower', digits: 1 },
+    { key: 'mostAtOnce', label: 'most permits at once', better: 'lower', digits: 0, informational: true },
+    { key: 'failures', label: 'failed acquires', better: 'lower', digits: 0, informational: true },
+    { key: 'censored', label: 'waits cut off', better: 'lower', digits: 0, informational: true },
+  ],
+  params: { full: { ...FULL, limit: 8, permits: [1, 2, 3] }, smoke: { ...SMOKE, limit: 4, permits: [1, 2, 3] } },
+  async run({ library, urls, params }) {
+    const reports = await runHotKey(library, urls, params, { limit: params.limit, permits: params.permits }).then((run) => run.reports);
+    const holds = reports.flatMap((r) => r.holds.map(([from, to], i) => ({ from, to, weight: r.holdPermits![i]! })));
+    const windowNs = params.durationMs * 1e6;
+    const inside = holds.reduce((sum, { from, to, weight }) => sum + weight * Math.max(0, Math.min(to, windowNs) - Math.max(from, 0)), 0);
+    return {
+      permitShare: inside / (params.limit * windowNs),
+      ...waits(reports.flatMap((r) => r.waits), reports.flatMap((r) => r.holds), params),
+      waitMax: ascending(reports.flatMap((r) => r.waits)).at(-1) ?? Number.NaN,
+      mostAtOnce: mostAtOnce(holds.map(({ from, to }) => [from, to]), holds.map(({ weight }) => weight)),
       failures: reports.reduce((sum, r) => sum + r.failures, 0),
       censored: reports.reduce((sum, r) => sum + r.censored, 0),
     };
@@ -126,11 +169,11 @@ function waits(all: number[], holds: readonly [number, number][], params: Params
   return { throughput: inWindow / (params.durationMs / 1000), waitP50: percentile(sorted, 50), waitP99: percentile(sorted, 99) };
 }
 
-/** The largest number of intervals that intersect at one instant. */
-function mostAtOnce(intervals: readonly (readonly [number, number])[]): number {
-  const edges = intervals.flatMap(([from, to]) => [
-    [from, 1],
-    [to, -1],
+/** The largest number of intervals that intersect at one instant, or the largest sum of their weights. */
+function mostAtOnce(intervals: readonly (readonly [number, number])[], weights?: readonly number[]): number {
+  const edges = intervals.flatMap(([from, to], i) => [
+    [from, weights?.[i] ?? 1],
+    [to, -(weights?.[i] ?? 1)],
   ]);
   // An interval that ends where another starts does not intersect it: ends first.
   edges.sort((a, b) => a[0]! - b[0]! || a[1]! - b[1]!);
