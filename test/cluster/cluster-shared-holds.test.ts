@@ -103,7 +103,7 @@ describe('a semaphore (limit 2) with a Redis Cluster voter', () => {
     const voter = other.redlock.nodes[0] as ClusterVoter;
     const resources = [a, b, c];
     const keys = [...resources.map((r) => keysOf(r).lock), ...resources.map((r) => keysOf(r).queue), ...resources.map((r) => keysOf(r).holders)];
-    const args = (token: string) => [token, 20_000, 3, '', 1, 1_000, '*s2', 2, '', '', ''];
+    const args = (token: string) => [token, 20_000, 3, '', 1, 1_000, '*s2', 2, 1, '', '', ''];
     expect(await voter.run(SHARED_ACQUIRE_SCRIPT, keys, args('direct-refused'))).toEqual([0, expect.any(Number)]);
     for (const r of [a, c]) expect(await other.cluster.hexists(keysOf(r).holders, 'direct-refused')).toBe(0);
     expect(await other.cluster.exists(keysOf(c).lock)).toBe(0);

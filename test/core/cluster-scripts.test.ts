@@ -51,15 +51,15 @@ describe('KeyNames with a Cluster voter', () => {
 
 describe('shared holders scripts, split by hash slot', () => {
   it('cuts an acquire into one script per slot, with its keys, count and preferred slots', () => {
-    const args = ['tok', 5_000, 3, 'w1', 7, 1_000, '*s2', 2, 'p0', 'p1', 'p2'];
+    const args = ['tok', 5_000, 3, 'w1', 7, 1_000, '*s2', 2, 1, 'p0', 'p1', 'p2'];
     const calls = split(SHARED_ACQUIRE_SCRIPT, [...locks, ...queues, ...holders, ...fences], args);
     expect(calls).toHaveLength(2);
     const [ac, bOnly] = calls;
     expect(ac!.indexes).toEqual([0, 2]);
     expect(ac!.keys).toEqual([locks[0], locks[2], queues[0], queues[2], holders[0], holders[2], fences[0], fences[2]]);
-    expect(ac!.args).toEqual(['tok', 5_000, 2, 'w1', 7, 1_000, '*s2', 2, 'p0', 'p2']);
+    expect(ac!.args).toEqual(['tok', 5_000, 2, 'w1', 7, 1_000, '*s2', 2, 1, 'p0', 'p2']);
     expect(bOnly!.keys).toEqual([locks[1], queues[1], holders[1], fences[1]]);
-    expect(bOnly!.args).toEqual(['tok', 5_000, 1, 'w1', 7, 1_000, '*s2', 2, 'p1']);
+    expect(bOnly!.args).toEqual(['tok', 5_000, 1, 'w1', 7, 1_000, '*s2', 2, 1, 'p1']);
     for (const call of calls) expect(new Set(call.keys.map(keySlot))).toEqual(new Set([call.slot]));
   });
 
