@@ -88,6 +88,24 @@ describe('a semaphore (limit 2) with a Redis Cluster voter', () => {
     }
   }, 60_000);
 
+  it('takes weighted permits over resources in several slots, all or none, with the same slots on the cluster voter', async () => {
+    const { a, b } = slots('sem-weighted');
+    const holder = await engine();
+    const other = await engine();
+    const three = await holder.redlock.acquire([a, b], 20_000, { limit: 4, permits: 3 });
+    expect(three.slots).toEqual([0, 1, 2, 0, 1, 2]);
+    // The cluster keeps one entry per resource, in each resource's own slot, with all three permits.
+    await expect.poll(() => Promise.all([a, b].map((r) => holder.cluster.hget(keysOf(r).holders, three.token)))).toEqual([
+      expect.stringMatching(/ 0,1,2$/),
+      expect.stringMatching(/ 0,1,2$/),
+    ]);
+    expect(await other.redlock.tryAcquire([a, b], 20_000, { limit: 4, permits: 2 })).toBeNull();
+    const one = await other.redlock.tryAcquire([b, a], 20_000, { limit: 4 });
+    expect(one?.slots).toEqual([3, 3]);
+    await Promise.all([three.release(), one!.release()]);
+    await expect.poll(() => Promise.all([a, b].map((r) => holder.cluster.exists(keysOf(r).holders)))).toEqual([0, 0]);
+  });
+
   it('is all or nothing over resources in several slots, on the cluster voter itself', async () => {
     const { a, b, c } = slots('sem-multi');
     const holder = await engine();
