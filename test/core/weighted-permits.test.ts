@@ -1,35 +1,19 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { InvalidArgumentError, LockUpgradeError, Redlock, type Lock, type RedlockOptions } from '../../lib/index.js';
 import { InMemoryRedlock } from '../../lib/testing/index.js';
-import { connectMasters, disconnectAll, FRESH_FLEET } from '../support/masters.js';
-import { RedisFleet } from '../support/redis-fleet.js';
+import { fileFleet } from '../support/file-fleet.js';
+import { connectMasters, FRESH_FLEET } from '../support/masters.js';
 import { TcpProxy } from '../support/tcp-proxy.js';
 
 // Weighted permits (`permits: n` with `limit`): one hold takes n of the semaphore's slots on a
 // majority, all or none, and the checks of the plain permit hold for the sum of weights.
 
-let fleet: RedisFleet;
-const opened: Redis[] = [];
-
-beforeAll(async () => {
-  fleet = await RedisFleet.start(3);
-});
-
-afterEach(async () => {
-  disconnectAll(opened.splice(0));
-  const cleaners = await connectMasters(fleet.urls());
-  await Promise.all(cleaners.map((c) => c.flushall()));
-  disconnectAll(cleaners);
-});
-
-afterAll(async () => {
-  await fleet?.stopAll();
-});
+const { fleet: masters, opened } = fileFleet(3, { emptyAfterEach: true });
 
 async function engine(options: RedlockOptions = FRESH_FLEET): Promise<{ redlock: Redlock; clients: Redis[] }> {
-  const clients = await connectMasters(fleet.urls());
+  const clients = await connectMasters(masters().urls());
   opened.push(...clients);
   const redlock = new Redlock(clients, { logger: { warn: () => {} }, ...options });
   await redlock.verifyMasters();
@@ -116,10 +100,10 @@ describe('weighted permits (permits: n of a limit)', () => {
     // Each master has another slot taken: alone, they would grant {1,2}, {0,2} and {0,1}. Master 2,
     // slowed down, answers after masters 0 and 1 split the round between them.
     await Promise.all(clients.map((client, index) => foreignHolder(client, 'split', 4, [index])));
-    const slow = await TcpProxy.start({ host: '127.0.0.1', port: fleet.nodes[2]!.port });
+    const slow = await TcpProxy.start({ host: '127.0.0.1', port: masters().nodes[2]!.port });
     try {
       slow.setLatency(100);
-      const proxied = await connectMasters(fleet.urls().map((url, index) => (index === 2 ? slow.url : url)));
+      const proxied = await connectMasters(masters().urls().map((url, index) => (index === 2 ? slow.url : url)));
       opened.push(...proxied);
       const redlock = new Redlock(proxied, { ...FRESH_FLEET, nodeTimeoutMs: 2_000, logger: { warn: () => {} } });
       await redlock.verifyMasters();
