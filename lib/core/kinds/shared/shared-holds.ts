@@ -183,7 +183,7 @@ export abstract class SharedKind implements HoldKind {
     throwMismatch(mismatch, resources, kind, () => this.rounds.entries.leave(resources, waiter, ''));
     // A majority granted, but not the same slots: a split, not a refusal.
     if (agreed.count < quorum && round.granted >= quorum) {
-      if (preferred.length === 0) { return { preferred: mostFree(grants, n, kind.permits), cleanup }; }
+      if (preferred.length === 0) return { preferred: mostFree(grants, n, kind.permits), cleanup };
       // Still split: another round soon (the masters' states converge as holders come and go).
       return { error: split(resources, round, grants, agreed.slots, attempt), retryable: true, cleanup };
     }
