@@ -20,6 +20,12 @@ class SharedJobs {
     return { limit: lock?.limit, slots: lock?.slots };
   }
 
+  @WithLock('pool:{0}', { ttlMs: TTL_MS, limit: 5, permits: 3, onLocked: 'fail' })
+  async report(id: string) {
+    const lock = this.redlock.currentLock(`pool:${id}`);
+    return { permits: lock?.permits, slots: lock?.slots };
+  }
+
   @WithLock('doc:{0}', { ttlMs: TTL_MS, mode: 'read', onLocked: 'fail' })
   async read(id: string) {
     return { mode: this.redlock.currentLock(`doc:${id}`)?.mode };
@@ -34,6 +40,12 @@ class SharedJobs {
 @Injectable()
 class BadLimit {
   @WithLock('bad', { limit: 0 })
+  async run() {}
+}
+
+@Injectable()
+class BadWeight {
+  @WithLock('bad', { limit: 2, permits: 3 })
   async run() {}
 }
 
@@ -60,6 +72,19 @@ export function sharedLockContract(target: () => LockTarget): void {
       await expect(jobs.export('1')).rejects.toBeInstanceOf(LockHeldError);
       await Promise.all([first.release(), second!.release()]);
       expect((await jobs.export('1')).limit).toBe(2);
+    });
+
+    it('@WithLock with permits: 3 of limit 5 takes three slots, all or none, beside the two left', async () => {
+      const { locks, jobs } = await app();
+      const pair = await locks.acquire('pool:1', TTL_MS, { limit: 5, permits: 2 });
+      const ran = await jobs.report('1');
+      expect(ran.permits).toBe(3);
+      expect(ran.slots).toHaveLength(3);
+      expect(ran.slots!.some((slot) => pair.slots!.includes(slot))).toBe(false);
+      const one = await locks.tryAcquire('pool:1', TTL_MS, { limit: 5 });
+      await expect(jobs.report('1')).rejects.toBeInstanceOf(LockHeldError);
+      await Promise.all([pair.release(), one!.release()]);
+      expect((await jobs.report('1')).permits).toBe(3);
     });
 
     it("@WithLock with mode: 'read' runs beside a reader; a writer does not", async () => {
@@ -117,8 +142,9 @@ export function sharedLockContract(target: () => LockTarget): void {
       await faults.clear();
     });
 
-    it('refuses a bad limit at bootstrap', async () => {
+    it('refuses a bad limit, and more permits than the limit, at bootstrap', async () => {
       await expect(createApp({ imports: [target().lockModule()], providers: [BadLimit] })).rejects.toBeInstanceOf(RedlockConfigError);
+      await expect(createApp({ imports: [target().lockModule()], providers: [BadWeight] })).rejects.toThrow(/@WithLock on BadWeight\.run: .*permits/);
     });
   });
 }
