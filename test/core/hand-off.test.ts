@@ -11,6 +11,7 @@ import type { Redlock } from '../../lib/core/redlock.js';
 import { connectMasters, disconnectAll, PATIENT, separateEngine, untilReady, watchCalls } from '../support/masters.js';
 import { enlisted, heldEverywhere } from '../support/enlisted.js';
 import { RedisFleet } from '../support/redis-fleet.js';
+import { masterClientOf } from '../../lib/core/voters/clients/clients.js';
 
 // Server-side hand-off (docs/GUARANTEES.md): a release that frees a key grants it to the head
 // of the masters' queue, so a turn between processes costs the waiter no round of its own.
@@ -191,7 +192,7 @@ describe('the grants a waiter counts', () => {
   const DRIFT = 0.01;
   const KEY = 'redlock:counted';
   const identified = async (clients: readonly Redis[]): Promise<RedisNode[]> => {
-    const nodes = clients.map((client) => new RedisNode(client));
+    const nodes = clients.map((client) => new RedisNode(masterClientOf(client)));
     await Promise.all(nodes.map((node) => node.identify(() => {})));
     return nodes;
   };

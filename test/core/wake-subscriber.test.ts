@@ -9,7 +9,9 @@ import { RedlockError } from '../../lib/index.js';
 import { ProtocolViolation, PubSubReader, type PubSubReply } from '../../lib/core/waiting/pubsub-replies.js';
 import { RedisNode } from '../../lib/core/voters/redis-node.js';
 import { ReleaseWakeups } from '../../lib/core/waiting/release-wakeups.js';
-import { wakeEndpointOf } from '../../lib/core/waiting/wake-endpoint.js';
+import { masterClientOf } from '../../lib/core/voters/clients/clients.js';
+
+const wakeEndpointOf = (client: Parameters<typeof masterClientOf>[0]) => (attempt: number) => masterClientOf(client).wakeEndpoint(attempt);
 import { WakeSubscriber } from '../../lib/core/waiting/wake-subscriber.js';
 import { bulk, FakeMaster } from '../support/fake-master.js';
 import { freePort } from '../support/free-port.js';
@@ -174,7 +176,7 @@ describe('WakeSubscriber', () => {
         const client = lockClient({ host: '127.0.0.1', port, ...options });
         opened.push(client);
         await untilReady(client);
-        const wakeups = new ReleaseWakeups([new RedisNode(client)]);
+        const wakeups = new ReleaseWakeups([new RedisNode(masterClientOf(client))]);
         closers.push(() => wakeups.close());
         const heard: string[] = [];
         await wakeups.listen(['auth-key'], (next) => heard.push(next));
@@ -185,7 +187,7 @@ describe('WakeSubscriber', () => {
       }
       const refused = lockClient({ host: '127.0.0.1', port, username: 'waker', password: 'not-the-secret', lazyConnect: true });
       const reports: string[] = [];
-      const wakeups = new ReleaseWakeups([new RedisNode(refused)], (node, problem) => reports.push(`${node.name} ${problem}`));
+      const wakeups = new ReleaseWakeups([new RedisNode(masterClientOf(refused))], (node, problem) => reports.push(`${node.name} ${problem}`));
       closers.push(() => wakeups.close());
       await wakeups.listen(['auth-key'], () => {});
       await expect.poll(() => reports[0]).toBe(`127.0.0.1:${port} sent an error in answer to AUTH (wrong username or password?)`);
@@ -214,7 +216,7 @@ describe('WakeSubscriber', () => {
         const client = lockClient(options);
         opened.push(client);
         await untilReady(client);
-        const wakeups = new ReleaseWakeups([new RedisNode(client)]);
+        const wakeups = new ReleaseWakeups([new RedisNode(masterClientOf(client))]);
         closers.push(() => wakeups.close());
         await wakeups.listen(['elsewhere-key'], () => {});
         expect(await publisher!.publish('elsewhere-key', '')).toBe(1);
@@ -229,7 +231,7 @@ describe('WakeSubscriber', () => {
   it('subscribes again after its master restarts', async () => {
     const [client, publisher] = await connectMasters([fleet.urls()[1]!, fleet.urls()[1]!]);
     opened.push(client!, publisher!);
-    const wakeups = new ReleaseWakeups([new RedisNode(client!)]);
+    const wakeups = new ReleaseWakeups([new RedisNode(masterClientOf(client!))]);
     closers.push(() => wakeups.close());
     await wakeups.listen(['restart-key'], () => {});
     expect(await publisher!.publish('restart-key', '')).toBe(1);
