@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe } from 'vitest';
 import { type Lock, Redlock, RedlockModule } from '../../lib/index.js';
 import type { RedlockClient } from '../../lib/core/voters/clients/clients.js';
 import { connectMasters, disconnectAll, FRESH_FLEET, untilReady } from '../support/masters.js';
-import { CLIENT_LIBRARIES, closeLockClients, connectLockClients, untilLockClientReady, type ClientLibrary } from '../support/lock-clients.js';
+import { CLIENT_LIBRARIES, connectLockClients, untilLockClientReady, type ClientLibrary } from '../support/lock-clients.js';
 import { RedisFleet } from '../support/redis-fleet.js';
 import { fleetOptions } from '../nest/nest-helpers.js';
 import { lockContract, type LockTarget } from './lock-contract.js';
@@ -43,7 +43,7 @@ describe.each(CLIENT_LIBRARIES)('RedlockModule (3 real masters, %s)', (library: 
 
   afterAll(() => {
     other?.close();
-    closeLockClients(otherClients);
+    disconnectAll(otherClients);
   });
 
   async function restoreQuorum(): Promise<void> {

@@ -3,7 +3,7 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import { LockHeldError, QuorumUnreachableError, Redlock } from '../../lib/index.js';
 import { ACQUIRE_SCRIPT, RELEASE_ONE_SCRIPT, RELEASE_SCRIPT } from '../../lib/core/kinds/exclusive/exclusive-scripts.js';
 import { connectMasters, disconnectAll, FRESH_FLEET, keysOn, untilReady, watchCalls } from '../support/masters.js';
-import { CLIENT_LIBRARIES, closeLockClients, connectLockClients, untilLockClientReady, type ClientLibrary } from '../support/lock-clients.js';
+import { CLIENT_LIBRARIES, connectLockClients, untilLockClientReady, type ClientLibrary } from '../support/lock-clients.js';
 import type { RedlockClient } from '../../lib/core/voters/clients/clients.js';
 import { RedisFleet } from '../support/redis-fleet.js';
 
@@ -50,7 +50,7 @@ describe.each(CLIENT_LIBRARIES)('on %s', (library: ClientLibrary) => {
 
   afterEach(async () => {
     redlock.close();
-    closeLockClients(lockClients);
+    disconnectAll(lockClients);
     disconnectAll(clients);
     // Every test leaves all five masters up, empty and answering for the next one.
     for (const node of fleet.nodes) {

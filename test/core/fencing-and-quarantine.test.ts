@@ -2,7 +2,7 @@ import { once } from 'node:events';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { LockHeldError, QuorumUnreachableError, Redlock, type QuarantineNotice } from '../../lib/index.js';
 import { connectMasters, disconnectAll, FRESH_FLEET } from '../support/masters.js';
-import { CLIENT_LIBRARIES, closeLockClients, connectLockClients, untilLockClientReady as untilReady, type ClientLibrary } from '../support/lock-clients.js';
+import { CLIENT_LIBRARIES, connectLockClients, untilLockClientReady as untilReady, type ClientLibrary } from '../support/lock-clients.js';
 import type { RedlockClient } from '../../lib/core/voters/clients/clients.js';
 import { RedisFleet } from '../support/redis-fleet.js';
 
@@ -15,7 +15,7 @@ beforeAll(async () => {
 });
 
 afterEach(async () => {
-  closeLockClients(opened.splice(0));
+  disconnectAll(opened.splice(0));
   for (const node of fleet.nodes) if (!node.running) await fleet.start(node.index);
   const cleaners = await connectMasters(fleet.urls());
   await Promise.all(cleaners.map((c) => c.flushall()));

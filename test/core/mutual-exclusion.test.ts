@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LockHeldError, Redlock } from '../../lib/index.js';
 import { ACQUIRE_SCRIPT } from '../../lib/core/kinds/exclusive/exclusive-scripts.js';
 import { connectMasters, disconnectAll, FRESH_FLEET, keysOn } from '../support/masters.js';
-import { CLIENT_LIBRARIES, closeLockClients, connectLockClients, type ClientLibrary } from '../support/lock-clients.js';
+import { CLIENT_LIBRARIES, connectLockClients, type ClientLibrary } from '../support/lock-clients.js';
 import type { RedlockClient } from '../../lib/core/voters/clients/clients.js';
 import { RedisFleet } from '../support/redis-fleet.js';
 
@@ -22,7 +22,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  closeLockClients(lockClients);
+  disconnectAll(lockClients);
   disconnectAll(opened);
   await fleet?.stopAll();
 });

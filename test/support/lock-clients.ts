@@ -2,7 +2,8 @@ import { once } from 'node:events';
 import type { Redis } from 'ioredis';
 import { createClient } from 'redis';
 import type { RedlockClient } from '../../lib/core/voters/clients/clients.js';
-import { lockClient, untilReady } from './masters.js';
+import { Redlock, type RedlockOptions } from '../../lib/index.js';
+import { connectMasters, FRESH_FLEET, lockClient, separateEngine, untilReady } from './masters.js';
 
 /**
  * The client libraries the engine is proven on: tests that touch the wire run once per library,
@@ -46,15 +47,48 @@ export async function untilLockClientReady(client: RedlockClient): Promise<void>
   await untilReady(client as Redis);
 }
 
-/** Closes lock clients of either library at once (no QUIT: a master may be down). */
-export function closeLockClients(clients: Iterable<RedlockClient>): void {
-  for (const client of clients) {
-    if (isNodeRedis(client)) {
-      if (client.isOpen) (client as unknown as NodeRedis).destroy();
-    } else (client as Redis).disconnect();
+/**
+ * separateEngine on `library`: an engine with connections of its own, and the test's view of the
+ * same masters. On ioredis `clients` are the engine's own (as separateEngine gives them); on
+ * node-redis they are ioredis probes beside it. `lockClients` are the engine's, for watchCalls.
+ */
+export async function separateEngineOn(
+  library: ClientLibrary,
+  urls: readonly string[],
+  opened: (Redis | RedlockClient)[],
+  options: RedlockOptions = {},
+): Promise<{ redlock: Redlock; clients: Redis[]; lockClients: RedlockClient[] }> {
+  if (library === 'ioredis') {
+    const engine = await separateEngine(urls, opened, options);
+    return { ...engine, lockClients: engine.clients };
   }
+  const lockClients = await connectLockClients(library, urls);
+  const clients = await connectMasters(urls);
+  opened.push(...lockClients, ...clients);
+  const redlock = new Redlock(lockClients, { ...FRESH_FLEET, ...options });
+  // Identified before its first round, so its takes all go out at once, as a long-lived engine's do.
+  await redlock.verifyMasters();
+  return { redlock, clients, lockClients };
 }
 
 function isNodeRedis(client: RedlockClient): client is RedlockClient & { isOpen: boolean; isReady: boolean } {
   return typeof (client as { sendCommand?: unknown }).sendCommand === 'function' && typeof (client as { isOpen?: unknown }).isOpen === 'boolean';
+}
+
+/**
+ * Breaks the client's connection as a network fault would, and lets it reconnect by itself:
+ * ioredis by its own reconnecting disconnect, node-redis by the server killing its connection.
+ */
+export async function dropConnection(client: RedlockClient): Promise<void> {
+  if (!isNodeRedis(client)) {
+    (client as Redis).disconnect(true);
+    return;
+  }
+  const nodeRedis = client as unknown as NodeRedis;
+  const id = await nodeRedis.sendCommand(['CLIENT', 'ID']);
+  // Not events.once: the 'error' that comes first would reject it.
+  const closed = new Promise<void>((resolve) => nodeRedis.once('reconnecting', () => resolve()));
+  // Its own connection (SKIPME no): the reply may never come, the connection is gone first.
+  void nodeRedis.sendCommand(['CLIENT', 'KILL', 'ID', String(id), 'SKIPME', 'no']).catch(() => {});
+  await closed;
 }

@@ -41,8 +41,17 @@ export async function untilReady(client: Redis): Promise<void> {
   await once(client, 'ready');
 }
 
-export function disconnectAll(clients: Iterable<Redis>): void {
-  for (const client of clients) client.disconnect();
+/** Closes clients of either library at once (no QUIT: a master may be down). */
+export function disconnectAll(clients: Iterable<Redis | RedlockClient>): void {
+  for (const client of clients) {
+    if (typeof (client as Partial<Redis>).disconnect === 'function' && typeof (client as Partial<Redis>).evalsha === 'function') {
+      (client as Redis).disconnect();
+      continue;
+    }
+    // node-redis: destroy() throws once the client is closed.
+    const nodeRedis = client as unknown as { isOpen: boolean; destroy(): void };
+    if (nodeRedis.isOpen) nodeRedis.destroy();
+  }
 }
 
 /** Every key on every master, for asserting what a lock left behind. */
@@ -70,7 +79,7 @@ export const PATIENT = { nodeTimeoutMs: 2_000 } as const;
  */
 export async function separateEngine(
   urls: readonly string[],
-  opened: Redis[],
+  opened: (Redis | RedlockClient)[],
   options: RedlockOptions = {},
 ): Promise<{ redlock: Redlock; clients: Redis[] }> {
   const clients = await connectMasters(urls);
