@@ -92,3 +92,33 @@ export async function dropConnection(client: RedlockClient): Promise<void> {
   void nodeRedis.sendCommand(['CLIENT', 'KILL', 'ID', String(id), 'SKIPME', 'no']).catch(() => {});
   await closed;
 }
+
+/** Where and as whom a lock client connects, said once for both libraries. */
+export interface LockClientSettings {
+  host?: string;
+  port?: number;
+  path?: string;
+  /** TLS, trusting this CA. */
+  ca?: Buffer;
+  username?: string;
+  password?: string;
+}
+
+/**
+ * A lock client of `library` made from settings rather than a URL, each library's way (ioredis
+ * options; node-redis socket options with its credentials beside them); connected and ready
+ * unless `connect` is false.
+ */
+export async function lockClientWith(library: ClientLibrary, settings: LockClientSettings, connect = true): Promise<RedlockClient> {
+  const { host, port, path, ca, username, password } = settings;
+  if (library === 'ioredis') {
+    const client = lockClient({ ...(path ? { path } : { host, port }), ...(ca ? { tls: { ca } } : {}), username, password, lazyConnect: !connect });
+    if (connect) await untilReady(client);
+    return client;
+  }
+  const socket = path ? { path } : ca ? { host, port, tls: true as const, ca } : { host, port };
+  const client = createClient({ socket: { ...socket, reconnectStrategy: (retries: number) => Math.min(retries * 20, 200) }, username, password, disableOfflineQueue: true });
+  client.on('error', () => {});
+  if (connect) await client.connect();
+  return client as unknown as RedlockClient;
+}
