@@ -4,7 +4,8 @@ import { Test } from '@nestjs/testing';
 import { describe, expect, it } from 'vitest';
 import { PermissionDeniedError } from '../../lib/core/index.js';
 import { RedlockConfigError, RedlockModule } from '../../lib/index.js';
-import { connectMasters, PATIENT, separateEngine } from '../support/masters.js';
+import { connectMasters, PATIENT } from '../support/masters.js';
+import { CLIENT_LIBRARIES, separateEngineOn, type ClientLibrary } from '../support/lock-clients.js';
 import { fileFleet } from '../support/file-fleet.js';
 
 // The engine run as the least-privilege Redis user docs/production.md documents: the rule is
@@ -28,11 +29,11 @@ async function createUser(name: string, rule: readonly string[]): Promise<string
   return masters().urls().map((url) => `redis://${name}:${PASSWORD}@${new URL(url).host}`);
 }
 
-describe('a Redis user with the least privilege', () => {
+describe.each(CLIENT_LIBRARIES)('a Redis user with the least privilege, on %s', (library: ClientLibrary) => {
   it('runs every feature as the documented ACL user: locks, waiting and hand-off, fencing, readers, permits, elections, inspection', async () => {
     const urls = await createUser('locker', documentedRule());
-    const a = await separateEngine(urls, opened, { ...PATIENT, restartQuarantineMs: 'max-ttl', quarantineAtFirstSight: false });
-    const b = await separateEngine(urls, opened, PATIENT);
+    const a = await separateEngineOn(library, urls, opened, { ...PATIENT, restartQuarantineMs: 'max-ttl', quarantineAtFirstSight: false });
+    const b = await separateEngineOn(library, urls, opened, PATIENT);
     await a.redlock.verifyPermissions();
     const plain = await a.redlock.acquire('acl:plain', 5_000);
     await plain.release();
@@ -56,7 +57,7 @@ describe('a Redis user with the least privilege', () => {
 
   it('names what a user may not run, per master, at verifyPermissions and at the Nest module\'s bootstrap, without its password', async () => {
     const urls = await createUser('half', documentedRule().filter((part) => part !== '+evalsha' && part !== '+hgetall'));
-    const { redlock } = await separateEngine(urls, opened, PATIENT);
+    const { redlock } = await separateEngineOn(library, urls, opened, PATIENT);
     const error = await redlock.verifyPermissions().catch((e: unknown) => e);
     expect(error).toBeInstanceOf(PermissionDeniedError);
     const denied = (error as PermissionDeniedError).denied;
@@ -65,7 +66,7 @@ describe('a Redis user with the least privilege', () => {
     for (const entry of denied) expect(entry.commands).toEqual(expect.arrayContaining(['EVALSHA', 'HGETALL (in scripts)']));
     expect((error as Error).message).not.toContain(PASSWORD);
 
-    const boot = Test.createTestingModule({ imports: [RedlockModule.forRoot({ nodes: urls, restartQuarantineMs: false, logger: { warn: () => {} } })] }).compile();
+    const boot = Test.createTestingModule({ imports: [RedlockModule.forRoot({ nodes: urls, client: library, restartQuarantineMs: false, logger: { warn: () => {} } })] }).compile();
     const bootError = await boot.catch((e: unknown) => e);
     expect(bootError).toBeInstanceOf(RedlockConfigError);
     expect((bootError as Error).message).toMatch(/may not run what the engine needs.*EVALSHA/);
