@@ -1,21 +1,12 @@
-import { setTimeout as sleep } from 'node:timers/promises';
 import { Logger } from '@nestjs/common';
-import { Redis, type RedisOptions } from 'ioredis';
-import { redactCredentials } from './core/base/redact.js';
+import type { Redis, RedisOptions } from 'ioredis';
 import { nodeName, voterKeys } from './core/voters/master-address.js';
 import type { RedlockClientLibrary, RedlockNode } from './redlock.interfaces.js';
 import { RedlockConfigError } from './errors/redlock-config.error.js';
 import { clientProblem, masterClientOf, type RedlockClient } from './core/voters/clients/clients.js';
 import { isNodeRedisClient } from './core/voters/clients/node-redis-client.js';
-import { openNodeRedis, type OwnedConnection } from './node-redis-connection.js';
+import { openIoredis, openNodeRedis, type OwnedConnection } from './owned-connections.js';
 
-/**
- * Applied to connections the module creates, unless the node's own options say otherwise.
- * Without an offline queue a dead master fails a lock round at once instead of holding the
- * command until it reconnects; one retry per request keeps a flapping master from stalling it.
- * Auto-pipelining lets concurrent acquisitions of different keys share round trips.
- */
-const OWNED_DEFAULTS: RedisOptions = { enableOfflineQueue: false, maxRetriesPerRequest: 1, enableAutoPipelining: true };
 /** Bootstrap waits this long at most for the masters to connect, so the first lock does not race them. */
 const READY_WAIT_MS = 5_000;
 /** A QUIT that gets no answer (master down) must not hold shutdown up. */
@@ -72,10 +63,11 @@ export class RedisConnections {
         clients.push(node.client);
         continue;
       }
+      const label = `RedlockModule: options.nodes[${node.index}]`;
       const connection =
         node.kind === 'url' && library === 'node-redis'
-          ? await openNodeRedis(node.url, `RedlockModule: options.nodes[${node.index}]`, logger)
-          : ownedIoredis(node.kind === 'url' ? new Redis(node.url, { ...OWNED_DEFAULTS, lazyConnect: false }) : new Redis({ ...OWNED_DEFAULTS, ...node.options, lazyConnect: false }), logger);
+          ? await openNodeRedis(node.url, label, logger)
+          : await openIoredis(node.kind === 'url' ? node.url : node.options, label, logger);
       owned.push(connection);
       clients.push(connection.client);
     }
@@ -93,22 +85,6 @@ export class RedisConnections {
     this.#closing ??= Promise.all(this.#owned.map((connection) => connection.close(QUIT_GRACE_MS))).then(() => undefined);
     return this.#closing;
   }
-}
-
-/** An ioredis connection the module opened. */
-function ownedIoredis(client: Redis, logger: Logger): OwnedConnection {
-  reportOutages(client, logger);
-  return {
-    client,
-    settled: (ms) => settled(client, ms),
-    async close(graceMs) {
-      if (client.status !== 'end') {
-        await Promise.race([client.quit().catch(() => undefined), sleep(graceMs, undefined, { ref: false })]);
-      }
-      // Also stops a client that is between reconnection attempts from trying again.
-      client.disconnect();
-    },
-  };
 }
 
 function parseNode(node: unknown, index: number, library: RedlockClientLibrary): Parsed {
@@ -230,34 +206,4 @@ function describe(value: unknown): string {
   if (typeof value === 'string') return 'a string';
   if (typeof value === 'number') return 'a number';
   return typeof value;
-}
-
-/** One warning per outage rather than one per reconnection attempt. */
-function reportOutages(client: Redis, logger: Logger): void {
-  let down = false;
-  client.on('error', (error: Error) => {
-    if (down) return;
-    down = true;
-    logger.warn(`Redis master ${nodeName(client)} unavailable: ${redactCredentials(error.message)}`);
-  });
-  client.on('ready', () => {
-    if (!down) return;
-    down = false;
-    logger.log(`Redis master ${nodeName(client)} is back`);
-  });
-}
-
-/** Resolves once the client is ready or has failed once, or after `ms`. Never rejects. */
-function settled(client: Redis, ms: number): Promise<void> {
-  if (client.status === 'ready') return Promise.resolve();
-  return new Promise<void>((resolve) => {
-    const done = () => {
-      clearTimeout(timer);
-      client.off('ready', done).off('error', done).off('end', done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    timer.unref();
-    client.once('ready', done).once('error', done).once('end', done);
-  });
 }
