@@ -1,7 +1,8 @@
 import { createClient, createClientPool, createCluster, createSentinel } from 'redis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { InvalidArgumentError, QuorumUnreachableError, Redlock } from '../../lib/index.js';
-import { connectMasters, disconnectAll, FRESH_FLEET } from '../support/masters.js';
+import type { Redis } from 'ioredis';
+import { connectMasters, disconnectAll, FRESH_FLEET, lockClient, untilReady } from '../support/masters.js';
 import { nodeRedisLockClient } from '../support/lock-clients.js';
 import type { RedlockClient } from '../../lib/core/voters/clients/clients.js';
 import { freePort } from '../support/free-port.js';
@@ -14,6 +15,7 @@ import { RedisFleet } from '../support/redis-fleet.js';
 const SECRET = 'node-redis-secret-5e1b';
 let fleet: RedisFleet;
 const opened: ReturnType<typeof createClient>[] = [];
+const ioredisOpened: Redis[] = [];
 
 beforeAll(async () => {
   fleet = await RedisFleet.start(3);
@@ -24,7 +26,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  disconnectAll(opened as never[]);
+  disconnectAll([...(opened as never[]), ...ioredisOpened]);
   await fleet?.stopAll();
 });
 
@@ -44,6 +46,26 @@ describe('node-redis clients as masters', () => {
     const waiting = b.acquire('nr:one', 5_000, { waitTimeoutMs: 10_000 });
     await held.release();
     await (await waiting).release();
+    a.close();
+    b.close();
+  });
+
+  it('vote beside ioredis clients in one engine: a lock, a wait and its wake-up across both libraries', async () => {
+    const mixed = async () => {
+      const [first, ...rest] = await connected();
+      const ioredis = lockClient(`redis://:${SECRET}@127.0.0.1:${fleet.nodes[0]!.port}`);
+      ioredisOpened.push(ioredis);
+      await untilReady(ioredis);
+      first!.destroy();
+      return new Redlock([ioredis, ...rest], FRESH_FLEET);
+    };
+    const [a, b] = [await mixed(), await mixed()];
+    const held = await a.acquire('nr:mixed', 5_000, { fencing: true });
+    const waiting = b.acquire('nr:mixed', 5_000, { fencing: true, waitTimeoutMs: 10_000 });
+    await held.release();
+    const next = await waiting;
+    expect(next.fence).toBeGreaterThan(held.fence!);
+    await next.release();
     a.close();
     b.close();
   });
