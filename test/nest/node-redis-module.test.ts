@@ -70,7 +70,7 @@ describe("RedlockModule with client 'node-redis'", () => {
     ['an unknown client library', () => ({ client: 'valkey-glide' as never }), /^RedlockModule: options\.client must be 'ioredis' or 'node-redis' \(got "valkey-glide"\)$/],
     ['ioredis options with node-redis', () => ({ client: 'node-redis', nodes: [{ host: '127.0.0.1', port: fleet.nodes[0]!.port }] }), /options\.nodes\[0\] is an options object, which the module reads as ioredis options/],
     ['a node-redis Cluster client', () => ({ nodes: [...fleet.urls().slice(1), createCluster({ rootNodes: [{ url: 'redis://:pw-of-cluster@127.0.0.1:7000' }] }) as never] }), /options\.nodes\[2\]: a node-redis Cluster client \(createCluster\) is not supported/],
-    ['a node-redis client not connected', () => ({ nodes: [createClient({ url: 'redis://:pw-of-client@127.0.0.1:6390' }) as never] }), /options\.nodes\[0\]: a node-redis client must be connected/],
+    ['a node-redis client not connected', () => ({ nodes: [createClient({ url: 'redis://:pw-of-client@127.0.0.1:6390' }) as never] }), /options\.nodes\[0\]: a node-redis client must have been opened/],
   ])('refuses %s, naming the option, never a password', async (_name, override, message) => {
     const error = await createApp({ imports: [RedlockModule.forRoot({ ...fleetOptions(fleet), ...override() } as RedlockModuleOptions)] }).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(RedlockConfigError);

@@ -78,7 +78,7 @@ export function nodeRedisVoterProblem(candidate: unknown): string | undefined {
   if ((client as unknown as NodeRedisInternals).options?.RESP === 3) {
     return 'a node-redis client speaking RESP3 is not supported; create it with RESP: 2 (the default)';
   }
-  if (!client.isOpen) return 'a node-redis client must be connected (await client.connect()) before the engine is made over it';
+  if (!client.isOpen) return 'a node-redis client must have been opened (client.connect() called; it may still be connecting) before the engine is made over it';
   return undefined;
 }
 
