@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe } from 'vitest';
 import { type Lock, Redlock, RedlockModule } from '../../lib/index.js';
 import type { RedlockClient } from '../../lib/core/voters/clients/clients.js';
 import { connectMasters, disconnectAll, FRESH_FLEET, untilReady } from '../support/masters.js';
-import { CLIENT_LIBRARIES, connectLockClients, untilLockClientReady, type ClientLibrary } from '../support/lock-clients.js';
+import { connectLockClients, MODULE_CLIENT_LIBRARIES, untilLockClientReady, type ClientLibrary } from '../support/lock-clients.js';
 import { RedisFleet } from '../support/redis-fleet.js';
 import { fleetOptions } from '../nest/nest-helpers.js';
 import { lockContract, type LockTarget } from './lock-contract.js';
@@ -29,7 +29,7 @@ afterAll(async () => {
   await fleet?.stopAll();
 });
 
-describe.each(CLIENT_LIBRARIES)('RedlockModule (3 real masters, %s)', (library: ClientLibrary) => {
+describe.each(MODULE_CLIENT_LIBRARIES)('RedlockModule (3 real masters, %s)', (library: (typeof MODULE_CLIENT_LIBRARIES)[number]) => {
   let otherClients: RedlockClient[] = [];
   let other: Redlock;
   const heldElsewhere = new Map<string, Lock>();

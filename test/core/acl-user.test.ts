@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { PermissionDeniedError } from '../../lib/core/index.js';
 import { RedlockConfigError, RedlockModule } from '../../lib/index.js';
 import { connectMasters, PATIENT } from '../support/masters.js';
-import { CLIENT_LIBRARIES, separateEngineOn, type ClientLibrary } from '../support/lock-clients.js';
+import { MODULE_CLIENT_LIBRARIES, separateEngineOn } from '../support/lock-clients.js';
 import { fileFleet } from '../support/file-fleet.js';
 
 // The engine run as the least-privilege Redis user docs/production.md documents: the rule is
@@ -29,7 +29,7 @@ async function createUser(name: string, rule: readonly string[]): Promise<string
   return masters().urls().map((url) => `redis://${name}:${PASSWORD}@${new URL(url).host}`);
 }
 
-describe.each(CLIENT_LIBRARIES)('a Redis user with the least privilege, on %s', (library: ClientLibrary) => {
+describe.each(MODULE_CLIENT_LIBRARIES)('a Redis user with the least privilege, on %s', (library: (typeof MODULE_CLIENT_LIBRARIES)[number]) => {
   it('runs every feature as the documented ACL user: locks, waiting and hand-off, fencing, readers, permits, elections, inspection', async () => {
     const urls = await createUser('locker', documentedRule());
     const a = await separateEngineOn(library, urls, opened, { ...PATIENT, restartQuarantineMs: 'max-ttl', quarantineAtFirstSight: false });

@@ -1,4 +1,5 @@
 import { createClient, createClientPool, createCluster, createSentinel } from 'redis';
+import { createClient as createClientV4 } from 'redis4';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { InvalidArgumentError, QuorumUnreachableError, Redlock } from '../../lib/index.js';
 import type { Redis } from 'ioredis';
@@ -97,6 +98,7 @@ describe('node-redis clients as masters', () => {
     ['a Sentinel client', () => createSentinel({ name: 'mymaster', sentinelRootNodes: [{ host: '127.0.0.1', port: 26379 }] }), /node-redis Sentinel client \(createSentinel\) is not supported/],
     ['a client pool', () => createClientPool({ url: `redis://:${SECRET}@127.0.0.1:6390` }), /client pool \(createClientPool\) is not supported/],
     ['a RESP3 client', () => createClient({ RESP: 3 }), /RESP3 is not supported/],
+    ['a node-redis 4 client in legacyMode', () => createClientV4({ legacyMode: true }), /legacyMode is not supported/],
     ['a client not connected', () => createClient({ url: `redis://:${SECRET}@127.0.0.1:6390` }), /must have been opened/],
   ])('refuses %s, saying why, never with its credentials', (_name, make, why) => {
     const client = make() as unknown as RedlockClient;

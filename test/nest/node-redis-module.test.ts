@@ -56,7 +56,7 @@ describe("RedlockModule with client 'node-redis'", () => {
   });
 
   it('uses node-redis clients the app made, whatever options.client says, and never closes them', async () => {
-    const clients = fleet.urls().map(nodeRedisLockClient);
+    const clients = fleet.urls().map((url) => nodeRedisLockClient(url));
     mine.push(...clients);
     await Promise.all(clients.map((client) => client.connect()));
     const app = await createApp({ imports: [RedlockModule.forRoot({ ...fleetOptions(fleet), nodes: clients })] });

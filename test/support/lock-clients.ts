@@ -1,6 +1,7 @@
 import { once } from 'node:events';
 import type { Redis } from 'ioredis';
 import { createClient } from 'redis';
+import { createClient as createClientV4 } from 'redis4';
 import type { RedlockClient } from '../../lib/core/voters/clients/clients.js';
 import { Redlock, type RedlockOptions } from '../../lib/index.js';
 import { connectMasters, FRESH_FLEET, lockClient, separateEngine, untilReady } from './masters.js';
@@ -8,23 +9,41 @@ import { connectMasters, FRESH_FLEET, lockClient, separateEngine, untilReady } f
 /**
  * The client libraries the engine is proven on: tests that touch the wire run once per library,
  * the engine's own clients made by it (the test's probes of the masters stay ioredis: they are
- * the harness, not the client under test).
+ * the harness, not the client under test). node-redis 4 is the `redis4` devDependency (an alias
+ * of redis@4).
  */
-export const CLIENT_LIBRARIES = ['ioredis', 'node-redis'] as const;
+export const CLIENT_LIBRARIES = ['ioredis', 'node-redis', 'node-redis-4'] as const;
 export type ClientLibrary = (typeof CLIENT_LIBRARIES)[number];
+
+/** The libraries the Nest module connects URLs with (options.client): node-redis is the installed `redis`, v5. */
+export const MODULE_CLIENT_LIBRARIES = ['ioredis', 'node-redis'] as const satisfies readonly ClientLibrary[];
 
 type NodeRedis = ReturnType<typeof createClient>;
 
+/** node-redis options as both majors take them for what the tests set. */
+type NodeRedisOptions = Parameters<typeof createClient>[0] & Parameters<typeof createClientV4>[0];
+
+/** Spread into a new object per client: node-redis writes a URL's host and port into the socket options it is given. */
+const RECONNECT = { reconnectStrategy: (retries: number) => Math.min(retries * 20, 200) };
+
 /**
- * A node-redis client as a lock user should configure it, as LOCK_CLIENT_OPTIONS does for
- * ioredis: no offline queue (a dead master fails the request at once), quick reconnection.
+ * A node-redis client (v5, or v4 with `major` 4) as a lock user should configure it, as
+ * LOCK_CLIENT_OPTIONS does for ioredis: no offline queue (a dead master fails the request at
+ * once), quick reconnection.
  */
-export function nodeRedisLockClient(url: string): NodeRedis {
-  const client = createClient({ url, disableOfflineQueue: true, socket: { reconnectStrategy: (retries: number) => Math.min(retries * 20, 200) } });
+export function nodeRedisLockClient(url: string, major: 4 | 5 = 5): NodeRedis {
+  return nodeRedisClient({ url, socket: { ...RECONNECT } }, major);
+}
+
+function nodeRedisClient(options: NodeRedisOptions, major: 4 | 5): NodeRedis {
+  const settings = { ...options, disableOfflineQueue: true };
+  const client = (major === 4 ? createClientV4(settings) : createClient(settings)) as NodeRedis;
   // Reconnection errors while a test has a master down are expected; failed commands still reject.
   client.on('error', () => {});
   return client;
 }
+
+const majorOf = (library: Exclude<ClientLibrary, 'ioredis'>) => (library === 'node-redis-4' ? 4 : 5);
 
 /** One lock client of `library` per URL, once all are ready. */
 export async function connectLockClients(library: ClientLibrary, urls: readonly string[]): Promise<RedlockClient[]> {
@@ -33,7 +52,7 @@ export async function connectLockClients(library: ClientLibrary, urls: readonly 
     await Promise.all(clients.map(untilReady));
     return clients;
   }
-  const clients = urls.map(nodeRedisLockClient);
+  const clients = urls.map((url) => nodeRedisLockClient(url, majorOf(library)));
   await Promise.all(clients.map((client) => client.connect()));
   return clients as unknown as RedlockClient[];
 }
@@ -117,8 +136,7 @@ export async function lockClientWith(library: ClientLibrary, settings: LockClien
     return client;
   }
   const socket = path ? { path } : ca ? { host, port, tls: true as const, ca } : { host, port };
-  const client = createClient({ socket: { ...socket, reconnectStrategy: (retries: number) => Math.min(retries * 20, 200) }, username, password, disableOfflineQueue: true });
-  client.on('error', () => {});
+  const client = nodeRedisClient({ socket: { ...socket, ...RECONNECT }, username, password } as NodeRedisOptions, majorOf(library));
   if (connect) await client.connect();
   return client as unknown as RedlockClient;
 }

@@ -48,9 +48,11 @@ export function disconnectAll(clients: Iterable<Redis | RedlockClient>): void {
       (client as Redis).disconnect();
       continue;
     }
-    // node-redis: destroy() throws once the client is closed.
-    const nodeRedis = client as unknown as { isOpen: boolean; destroy(): void };
-    if (nodeRedis.isOpen) nodeRedis.destroy();
+    // node-redis: destroy() (v5) and disconnect() (v4) throw once the client is closed.
+    const nodeRedis = client as unknown as { isOpen: boolean; destroy?(): void; disconnect(): Promise<void> };
+    if (!nodeRedis.isOpen) continue;
+    if (nodeRedis.destroy) nodeRedis.destroy();
+    else nodeRedis.disconnect().catch(() => {});
   }
 }
 

@@ -36,7 +36,7 @@ interface NodeRedisSocket extends ConnectionOptions {
 
 /** What the engine uses of a node-redis client beyond NodeRedisClient. */
 interface NodeRedisInternals extends NodeRedisClient {
-  readonly options?: { socket?: NodeRedisSocket; username?: string; password?: string; RESP?: number };
+  readonly options?: { socket?: NodeRedisSocket; username?: string; password?: string; RESP?: number; legacyMode?: boolean };
   on(event: string, listener: (...args: unknown[]) => void): unknown;
   duplicate(overrides?: object): NodeRedisDuplicate;
 }
@@ -75,6 +75,9 @@ export function nodeRedisVoterProblem(candidate: unknown): string | undefined {
     return 'a node-redis client pool (createClientPool) is not supported as a voter; give one client (createClient) per master';
   }
   if (!isNodeRedisClient(client)) return undefined;
+  if ((client as unknown as NodeRedisInternals).options?.legacyMode === true) {
+    return 'a node-redis 4 client in legacyMode is not supported (its sendCommand takes callbacks); create it without legacyMode';
+  }
   if ((client as unknown as NodeRedisInternals).options?.RESP === 3) {
     return 'a node-redis client speaking RESP3 is not supported; create it with RESP: 2 (the default)';
   }
