@@ -9,7 +9,10 @@ import { isNodeRedisClient, NodeRedisMaster, nodeRedisVoterProblem, type NodeRed
  */
 export type RedlockClient = Redis | Cluster | NodeRedisClient;
 
-/** One adapter per client object, whatever the number of engines made over it (node-redlock's users make one per call). */
+/**
+ * One adapter per client object, whatever the number of engines made over it: node-redlock's users
+ * often make one per call, and a listener per engine would stay on the client for ever.
+ */
 const adapters = new WeakMap<object, MasterClient>();
 
 /** The adapter of a client already checked by `clientProblem`. */
