@@ -71,6 +71,33 @@ describe('node-redis clients as masters', () => {
     b.close();
   });
 
+  it('authenticated by a credentialsProvider alone: locks hold, and the wake-up connection, given no password, is reported once per master', async () => {
+    const clients = fleet.nodes.map((node) =>
+      createClient({
+        socket: { host: '127.0.0.1', port: node.port, reconnectStrategy: false },
+        credentialsProvider: { type: 'async-credentials-provider', credentials: async () => ({ password: SECRET }) },
+        disableOfflineQueue: true,
+      }),
+    );
+    opened.push(...clients);
+    for (const client of clients) client.on('error', () => {});
+    await Promise.all(clients.map((client) => client.connect()));
+    const warnings: string[] = [];
+    const redlock = new Redlock(clients, { ...FRESH_FLEET, logger: { warn: (message) => warnings.push(message) } });
+    const other = new Redlock(await connected(), FRESH_FLEET);
+    const held = await other.acquire('nr:provider', 5_000);
+    const waiting = redlock.acquire('nr:provider', 5_000, { waitTimeoutMs: 20_000 });
+    // The waiter's first pause opens its wake-up connections, which the masters refuse.
+    await expect.poll(() => warnings.filter((warning) => warning.includes('wake-up connection')).length, { timeout: 10_000 }).toBe(3);
+    await held.release();
+    await (await waiting).release();
+    const wakeWarnings = (port: number) => warnings.filter((warning) => warning.includes(`master 127.0.0.1:${port} `) && warning.includes('wake-up connection'));
+    expect(fleet.nodes.map((node) => wakeWarnings(node.port).length)).toEqual([1, 1, 1]);
+    expect(warnings.join('\n')).not.toContain(SECRET);
+    redlock.close();
+    other.close();
+  });
+
   it('are named by host and port in errors, never with the password of their URL', async () => {
     const port = await freePort();
     const down = createClient({ url: `redis://user:${SECRET}@127.0.0.1:${port}`, disableOfflineQueue: true, socket: { reconnectStrategy: false } });
