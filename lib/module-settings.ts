@@ -5,12 +5,14 @@ import { formatValue, InvalidArgumentError } from './core/base/errors.js';
 import { resolveOptions, type RedlockLogger, type RedlockOptions } from './core/lock/redlock-options.js';
 import { MAX_DELAY_MS, MAX_TTL_MS } from './core/base/argument-checks.js';
 import { DEFAULT_TTL_MS } from './redlock.constants.js';
-import type { DefaultWait, LeadershipOptions, OnLocked, RedlockErrorMapper, RedlockModuleOptions, RedlockNode } from './redlock.interfaces.js';
+import type { DefaultWait, LeadershipOptions, OnLocked, RedlockClientLibrary, RedlockErrorMapper, RedlockModuleOptions, RedlockNode } from './redlock.interfaces.js';
 import { RedlockConfigError } from './errors/redlock-config.error.js';
 
 /** The module options, validated, with defaults filled in. */
 export interface RedlockSettings {
   readonly nodes: readonly RedlockNode[];
+  /** The library masters given by URL are connected with. */
+  readonly client: RedlockClientLibrary;
   /** What the engine receives: every core option, with warnings routed to Nest's logger. */
   readonly engine: RedlockOptions;
   readonly defaultTtlMs: number;
@@ -30,9 +32,12 @@ export function resolveSettings(options: RedlockModuleOptions | undefined): Redl
   if (!options || typeof options !== 'object') {
     throw new RedlockConfigError('RedlockModule: options are required (at least options.nodes)');
   }
-  const { nodes, defaultTtlMs = DEFAULT_TTL_MS, defaultWait = {}, errorMapper, leadership = {}, ...engine } = options;
+  const { nodes, client = 'ioredis', defaultTtlMs = DEFAULT_TTL_MS, defaultWait = {}, errorMapper, leadership = {}, ...engine } = options;
   if (!Array.isArray(nodes) || nodes.length === 0) {
     throw new RedlockConfigError('RedlockModule: options.nodes must list at least one Redis master');
+  }
+  if (client !== 'ioredis' && client !== 'node-redis') {
+    throw new RedlockConfigError(`RedlockModule: options.client must be 'ioredis' or 'node-redis' (got ${formatValue(client)})`);
   }
   // A bad maxTtlMs is reported by the engine's own checks below.
   const maxTtlMs = typeof engine.maxTtlMs === 'number' ? engine.maxTtlMs : MAX_TTL_MS;
@@ -66,6 +71,7 @@ export function resolveSettings(options: RedlockModuleOptions | undefined): Redl
   }
   return {
     nodes,
+    client,
     engine: engineOptions,
     defaultTtlMs,
     maxTtlMs,

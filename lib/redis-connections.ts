@@ -1,18 +1,12 @@
-import { setTimeout as sleep } from 'node:timers/promises';
 import { Logger } from '@nestjs/common';
-import { Redis, type RedisOptions } from 'ioredis';
-import { redactCredentials } from './core/base/redact.js';
+import type { Redis, RedisOptions } from 'ioredis';
 import { nodeName, voterKeys } from './core/voters/master-address.js';
-import type { RedlockNode } from './redlock.interfaces.js';
+import type { RedlockClientLibrary, RedlockNode } from './redlock.interfaces.js';
 import { RedlockConfigError } from './errors/redlock-config.error.js';
+import { clientProblem, masterClientOf, type RedlockClient } from './core/voters/clients/clients.js';
+import { isNodeRedisClient } from './core/voters/clients/node-redis-client.js';
+import { openIoredis, openNodeRedis, type OwnedConnection } from './owned-connections.js';
 
-/**
- * Applied to connections the module creates, unless the node's own options say otherwise.
- * Without an offline queue a dead master fails a lock round at once instead of holding the
- * command until it reconnects; one retry per request keeps a flapping master from stalling it.
- * Auto-pipelining lets concurrent acquisitions of different keys share round trips.
- */
-const OWNED_DEFAULTS: RedisOptions = { enableOfflineQueue: false, maxRetriesPerRequest: 1, enableAutoPipelining: true };
 /** Bootstrap waits this long at most for the masters to connect, so the first lock does not race them. */
 const READY_WAIT_MS = 5_000;
 /** A QUIT that gets no answer (master down) must not hold shutdown up. */
@@ -22,20 +16,21 @@ const QUIT_GRACE_MS = 1_000;
 type Parsed =
   | { index: number; kind: 'url'; url: string; addresses: string[] }
   | { index: number; kind: 'options'; options: RedisOptions; addresses: string[] }
-  | { index: number; kind: 'client'; client: Redis; addresses: string[] };
+  | { index: number; kind: 'client'; client: RedlockClient; addresses: string[] };
 
 /**
- * The module's Redis masters: turns `options.nodes` into ioredis clients after validating
- * every entry, and closes at shutdown the connections it opened (never the clients it was given).
+ * The module's Redis masters: turns `options.nodes` into clients (ioredis, or node-redis for
+ * URLs with `client: 'node-redis'`) after validating every entry, and closes at shutdown the
+ * connections it opened (never the clients it was given).
  */
 export class RedisConnections {
-  readonly #owned: Redis[];
+  readonly #owned: OwnedConnection[];
   #closing: Promise<void> | undefined;
 
   private constructor(
     /** One client per master, in `options.nodes` order. */
-    readonly clients: readonly Redis[],
-    owned: Redis[],
+    readonly clients: readonly RedlockClient[],
+    owned: OwnedConnection[],
   ) {
     this.#owned = owned;
   }
@@ -45,8 +40,8 @@ export class RedisConnections {
    * and waits a bounded time for the new connections to settle. Masters that are down do not
    * fail bootstrap: Redlock works while a majority is up.
    */
-  static async open(nodes: readonly RedlockNode[], logger = new Logger('Redlock')): Promise<RedisConnections> {
-    const parsed = nodes.map((node, index) => parseNode(node, index));
+  static async open(nodes: readonly RedlockNode[], logger = new Logger('Redlock'), library: RedlockClientLibrary = 'ioredis'): Promise<RedisConnections> {
+    const parsed = nodes.map((node, index) => parseNode(node, index, library));
     const seen = new Map<string, number>();
     for (const node of parsed) {
       for (const address of node.addresses) {
@@ -61,51 +56,58 @@ export class RedisConnections {
         seen.set(address, node.index);
       }
     }
-    const owned: Redis[] = [];
-    const clients = parsed.map((node) => {
-      if (node.kind === 'client') return node.client;
-      const client =
-        node.kind === 'url'
-          ? new Redis(node.url, { ...OWNED_DEFAULTS, lazyConnect: false })
-          : new Redis({ ...OWNED_DEFAULTS, ...node.options, lazyConnect: false });
-      reportOutages(client, logger);
-      owned.push(client);
-      return client;
-    });
-    await Promise.all(owned.map((client) => settled(client, READY_WAIT_MS)));
+    const owned: OwnedConnection[] = [];
+    const clients: RedlockClient[] = [];
+    for (const node of parsed) {
+      if (node.kind === 'client') {
+        clients.push(node.client);
+        continue;
+      }
+      const label = `RedlockModule: options.nodes[${node.index}]`;
+      const connection =
+        node.kind === 'url' && library === 'node-redis'
+          ? await openNodeRedis(node.url, label, logger)
+          : await openIoredis(node.kind === 'url' ? node.url : node.options, label, logger);
+      owned.push(connection);
+      clients.push(connection.client);
+    }
+    await Promise.all(owned.map((connection) => connection.settled(READY_WAIT_MS)));
     return new RedisConnections(clients, owned);
   }
 
   /** Connections this module opened and will close. */
-  get owned(): readonly Redis[] {
-    return this.#owned;
+  get owned(): readonly RedlockClient[] {
+    return this.#owned.map((connection) => connection.client);
   }
 
   /** QUITs every owned connection, disconnecting those that do not answer in time. Idempotent. */
   close(): Promise<void> {
-    this.#closing ??= Promise.all(
-      this.#owned.map(async (client) => {
-        if (client.status !== 'end') {
-          await Promise.race([client.quit().catch(() => undefined), sleep(QUIT_GRACE_MS, undefined, { ref: false })]);
-        }
-        // Also stops a client that is between reconnection attempts from trying again.
-        client.disconnect();
-      }),
-    ).then(() => undefined);
+    this.#closing ??= Promise.all(this.#owned.map((connection) => connection.close(QUIT_GRACE_MS))).then(() => undefined);
     return this.#closing;
   }
 }
 
-function parseNode(node: unknown, index: number): Parsed {
+function parseNode(node: unknown, index: number, library: RedlockClientLibrary): Parsed {
   const label = `RedlockModule: options.nodes[${index}]`;
   if (typeof node === 'string') return { index, kind: 'url', url: node, addresses: [urlAddress(node, label)] };
   if (node === null || typeof node !== 'object' || Array.isArray(node)) {
     throw new RedlockConfigError(
-      `${label} must be a redis:// or rediss:// URL, an ioredis options object or an ioredis client (got ${describe(node)})`,
+      `${label} must be a redis:// or rediss:// URL, an ioredis options object, an ioredis client or a node-redis client (got ${describe(node)})`,
     );
   }
   // A Redis Cluster client is one voter: the whole cluster counts once.
   if (isClient(node)) return { index, kind: 'client', client: node, addresses: voterKeys(node) };
+  // A node-redis object (a client, or a Cluster, Sentinel or pool, which cannot vote): told why here, before any connection.
+  if (typeof (node as { sendCommand?: unknown }).sendCommand === 'function') {
+    const problem = clientProblem(node);
+    if (problem || !isNodeRedisClient(node)) throw new RedlockConfigError(`${label}: ${problem ?? 'expected a node-redis client'}`);
+    return { index, kind: 'client', client: node, addresses: [...masterClientOf(node).voterKeys] };
+  }
+  if (library === 'node-redis') {
+    throw new RedlockConfigError(
+      `${label} is an options object, which the module reads as ioredis options; with options.client 'node-redis', give a URL or a node-redis client you created`,
+    );
+  }
   const options = node as RedisOptions;
   if ((options as { sentinels?: unknown }).sentinels != null) {
     checkSentinels(options, label);
@@ -204,34 +206,4 @@ function describe(value: unknown): string {
   if (typeof value === 'string') return 'a string';
   if (typeof value === 'number') return 'a number';
   return typeof value;
-}
-
-/** One warning per outage rather than one per reconnection attempt. */
-function reportOutages(client: Redis, logger: Logger): void {
-  let down = false;
-  client.on('error', (error: Error) => {
-    if (down) return;
-    down = true;
-    logger.warn(`Redis master ${nodeName(client)} unavailable: ${redactCredentials(error.message)}`);
-  });
-  client.on('ready', () => {
-    if (!down) return;
-    down = false;
-    logger.log(`Redis master ${nodeName(client)} is back`);
-  });
-}
-
-/** Resolves once the client is ready or has failed once, or after `ms`. Never rejects. */
-function settled(client: Redis, ms: number): Promise<void> {
-  if (client.status === 'ready') return Promise.resolve();
-  return new Promise<void>((resolve) => {
-    const done = () => {
-      clearTimeout(timer);
-      client.off('ready', done).off('error', done).off('end', done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    timer.unref();
-    client.once('ready', done).once('error', done).once('end', done);
-  });
 }

@@ -3,6 +3,7 @@ import type { Cluster, Redis, RedisOptions } from 'ioredis';
 import type { RedlockError } from './core/base/errors.js';
 import type { RedlockOptions } from './core/lock/redlock-options.js';
 import type { LockMode } from './core/lock/lock-kind.js';
+import type { NodeRedisClient } from './core/voters/clients/node-redis-client.js';
 
 /**
  * What a decorated call does when another owner holds the lock: `wait` retries until the
@@ -74,8 +75,14 @@ export interface DefaultWait {
  */
 export type RedlockErrorMapper = (error: RedlockError, context: ExecutionContext) => unknown;
 
-/** One voter: a `redis://` or `rediss://` URL, ioredis options, or a client you own (a Redis Cluster client counts as one voter). */
-export type RedlockNode = string | RedisOptions | Redis | Cluster;
+/**
+ * One voter: a `redis://` or `rediss://` URL, ioredis options, or a client you own: an ioredis
+ * client (a Redis Cluster client counts as one voter) or a connected node-redis client.
+ */
+export type RedlockNode = string | RedisOptions | Redis | Cluster | NodeRedisClient;
+
+/** The library the module connects masters given by URL with: `ioredis` (the default) or `node-redis` (the `redis` package, installed by the app). */
+export type RedlockClientLibrary = 'ioredis' | 'node-redis';
 
 /**
  * The options of `RedlockModule.forRoot` (or what `forRootAsync`'s factory returns): the Redis
@@ -89,6 +96,12 @@ export interface RedlockModuleOptions extends RedlockOptions {
    * used as they are and never closed.
    */
   nodes: readonly RedlockNode[];
+  /**
+   * Which library the module connects the masters given as URLs with. Default `'ioredis'`.
+   * With `'node-redis'` the app installs `redis` (v4 or v5); ioredis options objects are then
+   * refused, and clients passed in are used as they are, whichever library made them.
+   */
+  client?: RedlockClientLibrary;
   /** Ttl in ms for `@WithLock` and for service calls that omit one. Default 10 000. */
   defaultTtlMs?: number;
   /** Wait policy of `@WithLock` methods that set none. Default `{ onLocked: 'wait' }`. */

@@ -14,7 +14,7 @@ import { LeadershipService } from './leadership.service.js';
 import { RedlockService } from './redlock.service.js';
 
 async function openConnections(settings: RedlockSettings): Promise<RedisConnections> {
-  return RedisConnections.open(settings.nodes, new Logger('Redlock'));
+  return RedisConnections.open(settings.nodes, new Logger('Redlock'), settings.client);
 }
 
 async function createEngine(settings: RedlockSettings, connections: RedisConnections, announcement: AvailabilityAnnouncement): Promise<Redlock> {

@@ -5,6 +5,7 @@ import { Redlock, type LockInspection, type RedlockOptions } from '../core/index
 import { redactCredentials } from '../core/base/redact.js';
 import { within } from '../core/base/within.js';
 import { probePermissions, type Permissions } from '../core/voters/permission-probe.js';
+import { masterClientOf } from '../core/voters/clients/clients.js';
 
 // `npx nestjs-redlock <command>`: what an operator needs when a lock is stuck. Reads the masters
 // (inspect, waiters, masters) or breaks one lock (release --force). Never prints a credential or
@@ -139,7 +140,7 @@ async function masters(redlock: Redlock, clients: readonly Redis[], timeoutMs: n
   // Each probe is a dozen commands: a master that stops answering midway is left unchecked, not waited for.
   const permissions: Permissions[] = await Promise.all(
     clients.map((client, index) =>
-      health.masters[index]!.reachable ? within(probePermissions(client, redlock.options), 10 * timeoutMs, () => unchecked) : unchecked,
+      health.masters[index]!.reachable ? within(probePermissions(masterClientOf(client), redlock.options), 10 * timeoutMs, () => unchecked) : unchecked,
     ),
   );
   const report = { ...health, masters: health.masters.map((master, index) => ({ ...master, permissions: permissions[index]! })) };

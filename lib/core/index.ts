@@ -45,3 +45,5 @@ export type { QuarantineNotice } from './voters/restart-quarantine.js';
 export type { RestartReason } from './voters/redis-node.js';
 export type { DuplicateKind, DuplicateMaster } from './voters/voter-admission.js';
 export type { MasterHealth, MastersHealth } from './voters/master-health.js';
+export type { RedlockClient } from './voters/clients/clients.js';
+export type { NodeRedisClient } from './voters/clients/node-redis-client.js';

@@ -1,5 +1,4 @@
 import { EventEmitter } from 'node:events';
-import type { Redis } from 'ioredis';
 import { HeldLocks } from './acquire/held-locks.js';
 import type { Lock, LockEngine, ReleaseResult } from './lock/lock.js';
 import type { MasterFailure, RoundOperation } from './lock/instrumentation.js';
@@ -10,6 +9,7 @@ import { checkMasters, type MastersHealth } from './voters/master-health.js';
 import { runRound, type RoundReply, type RoundResult } from './rounds/quorum-round.js';
 import type { RedisNode } from './voters/redis-node.js';
 import { prepareClusterVoters, votersFrom } from './voters/voters.js';
+import type { RedlockClient } from './voters/clients/clients.js';
 import { ClusterVoter } from './voters/cluster-voter.js';
 import { KeyNames } from './rounds/key-names.js';
 import { verifyPermissions } from './voters/permission-probe.js';
@@ -24,7 +24,6 @@ import { ReleaseWakeups } from './waiting/release-wakeups.js';
 import { wakeFailureReporter } from './waiting/wake-subscriber.js';
 import { RestartQuarantine, type QuarantineNotice } from './voters/restart-quarantine.js';
 import { repeats, VoterAdmission, type DuplicateMaster } from './voters/voter-admission.js';
-import { isSentinelManaged } from './voters/sentinel-voter.js';
 import { nodeTimeoutMs, resolveOptions, type RedlockOptions, type ResolvedRedlockOptions } from './lock/redlock-options.js';
 import { checkProbeTimeout, checkTtl, checkResources } from './base/argument-checks.js';
 import type { AcquireOptions, LockedRoutine, TryAcquireOptions, UsingOptions } from './lock/acquire-options.js';
@@ -61,7 +60,7 @@ export class Redlock extends EventEmitter implements LockEngine {
   /** Per kind of round, what tells the instrumentation of a master's failure: made once, not per round. */
   readonly #masterFailures: Record<RoundOperation, (index: number, failure: MasterFailure) => void> | undefined;
 
-  constructor(clients: Redis | readonly Redis[], options: RedlockOptions = {}) {
+  constructor(clients: RedlockClient | readonly RedlockClient[], options: RedlockOptions = {}) {
     super();
     this.options = resolveOptions(options);
     const hooks = this.options.instrumentation;
@@ -97,7 +96,7 @@ export class Redlock extends EventEmitter implements LockEngine {
     const handsOff =
       this.options.handOff &&
       this.#wakeups !== undefined &&
-      !this.nodes.some((node) => node instanceof ClusterVoter || isSentinelManaged(node.client.options));
+      !this.nodes.some((node) => node instanceof ClusterVoter || node.client.sentinel !== undefined);
     this.quorum = Math.floor(this.nodes.length / 2) + 1;
     const localQueue = new LocalQueue();
     const kinds = redisKinds({

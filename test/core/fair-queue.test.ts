@@ -4,12 +4,14 @@ import { ACQUIRE_SCRIPT, RELEASE_ONE_SCRIPT, RELEASE_SCRIPT, TAKE_SCRIPT } from 
 import { LEAVE_SCRIPT, QUEUE_ENTRY_STAY_MS } from '../../lib/core/waiting/queue-scripts.js';
 import { WAKE_CHANNEL_PREFIX } from '../../lib/core/lock/redlock-options.js';
 import { SHARED_ACQUIRE_SCRIPT, SHARED_RELEASE_SCRIPT } from '../../lib/core/kinds/shared/shared-scripts.js';
-import { connectMasters, disconnectAll, keysOn, PATIENT, separateEngine, watchCalls } from '../support/masters.js';
+import { connectMasters, disconnectAll, keysOn, PATIENT, watchCalls } from '../support/masters.js';
+import { CLIENT_LIBRARIES, separateEngineOn, type ClientLibrary } from '../support/lock-clients.js';
+import type { RedlockClient } from '../../lib/core/voters/clients/clients.js';
 import { enlisted, heldEverywhere } from '../support/enlisted.js';
 import { RedisFleet } from '../support/redis-fleet.js';
 
 let fleet: RedisFleet;
-const opened: Redis[] = [];
+const opened: (Redis | RedlockClient)[] = [];
 /** How long the masters are paused under a waiter's refused round (well within PATIENT's node timeout). */
 const SLOW_ROUND_MS = 300;
 
@@ -22,14 +24,12 @@ afterAll(async () => {
   await fleet?.stopAll();
 });
 
-const engine = () => separateEngine(fleet.urls(), opened, PATIENT);
-
 /**
  * Counts the requests a client sends from now on that may take or free keys: takes (a plain
  * SET, a tick's take script, the acquire script) and releases, not the EVAL that repeats a
  * script call after NOSCRIPT.
  */
-function countRequests(client: Redis): { takes: number; releases: number } {
+function countRequests(client: RedlockClient): { takes: number; releases: number } {
   const count = { takes: 0, releases: 0 };
   watchCalls(client, 'set', () => count.takes++);
   watchCalls(client, 'eval', ([source]) => {
@@ -42,61 +42,8 @@ function countRequests(client: Redis): { takes: number; releases: number } {
   return count;
 }
 
-describe('a released lock goes to the head of the masters\' queue', () => {
-  it('is reserved for the waiter: the releaser cannot take it straight back', async () => {
-    const a = await engine();
-    const b = await engine();
-    const held = await a.redlock.acquire('reserved', 10_000);
-    await heldEverywhere(a.clients, 'redlock:reserved');
-    const waiting = b.redlock.acquire('reserved', 10_000, { waitTimeoutMs: 20_000 });
-    await enlisted(a.clients, 'reserved');
-    await held.release();
-    // The same process, nobody of its own in line: its first try is a plain SET NX, which a
-    // freed key would grant. The reservation refuses it.
-    expect(await a.redlock.tryAcquire('reserved', 10_000)).toBeNull();
-    const lock = await waiting;
-    expect(lock.remainingMs()).toBeGreaterThan(0);
-    await lock.release();
-  });
-
-  it('so a process re-acquiring in a loop cannot starve a waiter of another', async () => {
-    const a = await engine();
-    const b = await engine();
-    let cycles = 0;
-    let waiterDone = false;
-    const loop = (async () => {
-      for (let i = 0; i < 500 && !waiterDone; i++) {
-        const lock = await a.redlock.acquire('loop', 10_000, { waitTimeoutMs: 20_000 });
-        cycles++;
-        await lock.release();
-      }
-    })();
-    await expect.poll(() => cycles).toBeGreaterThan(5); // the loop is running
-    // The cycle count when a majority of masters had told the waiter it was queued.
-    let cyclesAtEnlisting = Number.NaN;
-    const refusals = { count: 0 };
-    for (const client of b.clients) {
-      watchRefusals(client, () => {
-        if (++refusals.count === 2) cyclesAtEnlisting = cycles;
-      });
-    }
-    const lock = await b.redlock.acquire('loop', 10_000, { waitTimeoutMs: 20_000 });
-    waiterDone = true;
-    const cyclesWhenServed = cycles;
-    await lock.release();
-    await loop;
-    expect(cyclesWhenServed).toBeLessThan(500); // served while the loop still ran
-    // Unless it slipped in between two of the loop's holds before a majority had queued it:
-    const served = Number.isNaN(cyclesAtEnlisting) ? 0 : cyclesWhenServed - cyclesAtEnlisting;
-    // The hold in progress when it enlisted, and at most one more already asking: the release
-    // after that is reserved for the waiter. Without the reservation the loop's SET NX, sent
-    // right behind its release, would win every time, for all 500 cycles.
-    expect(served).toBeLessThanOrEqual(2);
-  });
-});
-
 /** Calls `onRefusal` for every acquire-script reply to this client that refused the lock (and queued the caller). */
-function watchRefusals(client: Redis, onRefusal: () => void): void {
+function watchRefusals(client: RedlockClient, onRefusal: () => void): void {
   watchCalls(client, 'evalsha', ([sha], reply) => {
     if (sha !== ACQUIRE_SCRIPT.sha) return;
     reply.then((r) => Array.isArray(r) && r[0] === 0 && onRefusal(), () => {});
@@ -315,115 +262,172 @@ describe('readers in the queue', () => {
   });
 });
 
-describe('requests of one tick', () => {
-  it('share two requests per master, each lock still all its own', async () => {
-    const { redlock, clients } = await engine();
-    const blocker = await engine();
-    // Two of the keys are held elsewhere: the batch must refuse exactly those.
-    const held = await Promise.all([blocker.redlock.acquire('tick-3', 10_000), blocker.redlock.acquire('tick-7', 10_000)]);
-    const counts = clients.map(countRequests);
-    const locks = await Promise.all(Array.from({ length: 40 }, (_, i) => redlock.tryAcquire(`tick-${i}`, 10_000)));
-    expect(locks.map((lock, i) => (lock === null ? i : -1)).filter((i) => i >= 0)).toEqual([3, 7]);
-    // The first take at once, the other 39 in one call: not 40. Then the refused ones' cleanup.
-    for (const count of counts) expect(count.takes).toBe(2);
-    for (const count of counts) expect(count.releases).toBeLessThanOrEqual(2);
-    for (const lock of locks) {
-      if (!lock) continue;
-      // Decided at a quorum: the last master may still be applying its part of the batch.
-      const values = () => Promise.all(clients.map((c) => c.get(lock.keys[0]!)));
-      await expect.poll(values).toEqual([lock.token, lock.token, lock.token]);
-    }
-    const before = counts.map((count) => count.releases);
-    await Promise.all(locks.map((lock) => lock?.release()));
-    counts.forEach((count, index) => expect(count.releases - before[index]!).toBe(2));
-    await Promise.all(held.map((lock) => lock.release()));
-    await expect.poll(async () => (await keysOn(clients, 'redlock:tick-*')).flat()).toEqual([]);
-  });
+describe.each(CLIENT_LIBRARIES)('on %s', (library: ClientLibrary) => {
+  const engine = () => separateEngineOn(library, fleet.urls(), opened, PATIENT);
 
-  it('sends the first at once and the rest together at the end of the tick, in the order made', async () => {
-    const { redlock, clients } = await engine();
-    const held = await redlock.acquire('order-held', 10_000);
-    const log: string[] = [];
-    watchCalls(clients[0]!, 'set', ([key]) => log.push(`take ${key}`));
-    watchCalls(clients[0]!, 'eval', ([source, count, ...rest]) => {
-      if (source === TAKE_SCRIPT.source) log.push(`takes ${rest.slice(0, Number(count)).join(' ')}`);
+  describe('a released lock goes to the head of the masters\' queue', () => {
+    it('is reserved for the waiter: the releaser cannot take it straight back', async () => {
+      const a = await engine();
+      const b = await engine();
+      const held = await a.redlock.acquire('reserved', 10_000);
+      await heldEverywhere(a.clients, 'redlock:reserved');
+      const waiting = b.redlock.acquire('reserved', 10_000, { waitTimeoutMs: 20_000 });
+      await enlisted(a.clients, 'reserved');
+      await held.release();
+      // The same process, nobody of its own in line: its first try is a plain SET NX, which a
+      // freed key would grant. The reservation refuses it.
+      expect(await a.redlock.tryAcquire('reserved', 10_000)).toBeNull();
+      const lock = await waiting;
+      expect(lock.remainingMs()).toBeGreaterThan(0);
+      await lock.release();
     });
-    watchCalls(clients[0]!, 'evalsha', ([sha, , key]) => {
-      if (sha === RELEASE_ONE_SCRIPT.sha) log.push(`release ${key}`);
+
+    it('so a process re-acquiring in a loop cannot starve a waiter of another', async () => {
+      const a = await engine();
+      const b = await engine();
+      let cycles = 0;
+      let waiterDone = false;
+      const loop = (async () => {
+        for (let i = 0; i < 500 && !waiterDone; i++) {
+          const lock = await a.redlock.acquire('loop', 10_000, { waitTimeoutMs: 20_000 });
+          cycles++;
+          await lock.release();
+        }
+      })();
+      await expect.poll(() => cycles).toBeGreaterThan(5); // the loop is running
+      // The cycle count when a majority of masters had told the waiter it was queued.
+      let cyclesAtEnlisting = Number.NaN;
+      const refusals = { count: 0 };
+      for (const client of b.lockClients) {
+        watchRefusals(client, () => {
+          if (++refusals.count === 2) cyclesAtEnlisting = cycles;
+        });
+      }
+      const lock = await b.redlock.acquire('loop', 10_000, { waitTimeoutMs: 20_000 });
+      waiterDone = true;
+      const cyclesWhenServed = cycles;
+      await lock.release();
+      await loop;
+      expect(cyclesWhenServed).toBeLessThan(500); // served while the loop still ran
+      // Unless it slipped in between two of the loop's holds before a majority had queued it:
+      const served = Number.isNaN(cyclesAtEnlisting) ? 0 : cyclesWhenServed - cyclesAtEnlisting;
+      // The hold in progress when it enlisted, and at most one more already asking: the release
+      // after that is reserved for the waiter. Without the reservation the loop's SET NX, sent
+      // right behind its release, would win every time, for all 500 cycles.
+      expect(served).toBeLessThanOrEqual(2);
     });
-    const first = redlock.tryAcquire('order-a', 10_000);
-    expect(log).toEqual(['take redlock:order-a']); // sent before the caller even awaits
-    const later = [redlock.tryAcquire('order-b', 10_000), redlock.tryAcquire('order-c', 10_000), held.release()];
-    expect(log).toHaveLength(1);
-    await new Promise<void>((resolve) => process.nextTick(resolve));
-    expect(log).toEqual(['take redlock:order-a', 'takes redlock:order-b redlock:order-c', 'release redlock:order-held']);
-    // The tick is over: the next request goes at once again, behind the batch on the connection.
-    later.push(redlock.tryAcquire('order-d', 10_000));
-    expect(log.at(-1)).toBe('take redlock:order-d');
-    const locks = [await first, ...(await Promise.all(later))];
-    for (const lock of locks) if (lock && 'token' in lock) await lock.release();
-  });
-});
-
-describe("a waiter's rounds", () => {
-  it('a refused attempt sends its cleanup only where it was not refused', async () => {
-    const a = await engine();
-    const b = await engine();
-    const held = await a.redlock.acquire('refused-everywhere', 10_000);
-    const counts = b.clients.map(countRequests);
-    // A plain SET NX, refused by every master: its cleanup goes out when the round is decided,
-    // to the one master (of 3, quorum 2) that may not have answered by then, never to the others.
-    expect(await b.redlock.tryAcquire('refused-everywhere', 10_000)).toBeNull();
-    const afterTake = counts.map((count) => count.releases);
-    expect(afterTake.reduce((sum, n) => sum + n, 0)).toBeLessThanOrEqual(1);
-    // The acquire script (a fenced try), refused by every master: its cleanup waits for each
-    // master's answer, and none goes to a master that refused.
-    expect(await b.redlock.tryAcquire('refused-everywhere', 10_000, { fencing: true })).toBeNull();
-    expect(counts.map((count, i) => ({ takes: count.takes, releases: count.releases - afterTake[i]! }))).toEqual(
-      b.clients.map(() => ({ takes: 2, releases: 0 })),
-    );
-    await held.release();
   });
 
-  it('a waiter listening before its round sleeps until a quorum of masters names it: one refused round, one that wins', async () => {
-    const a = await engine();
-    const b = await engine();
-    // A first wait in b's process joins its channel on every master; from then on a waiter listens before its round.
-    const warm = await a.redlock.acquire('warm-up', 10_000);
-    await heldEverywhere(a.clients, 'redlock:warm-up');
-    const warming = b.redlock.acquire('warm-up', 10_000, { waitTimeoutMs: 20_000 });
-    await enlisted(a.clients, 'warm-up');
-    await warm.release();
-    await (await warming).release();
+  describe('requests of one tick', () => {
+    it('share two requests per master, each lock still all its own', async () => {
+      const { redlock, clients, lockClients } = await engine();
+      const blocker = await engine();
+      // Two of the keys are held elsewhere: the batch must refuse exactly those.
+      const held = await Promise.all([blocker.redlock.acquire('tick-3', 10_000), blocker.redlock.acquire('tick-7', 10_000)]);
+      const counts = lockClients.map(countRequests);
+      const locks = await Promise.all(Array.from({ length: 40 }, (_, i) => redlock.tryAcquire(`tick-${i}`, 10_000)));
+      expect(locks.map((lock, i) => (lock === null ? i : -1)).filter((i) => i >= 0)).toEqual([3, 7]);
+      // The first take at once, the other 39 in one call: not 40. Then the refused ones' cleanup.
+      for (const count of counts) expect(count.takes).toBe(2);
+      for (const count of counts) expect(count.releases).toBeLessThanOrEqual(2);
+      for (const lock of locks) {
+        if (!lock) continue;
+        // Decided at a quorum: the last master may still be applying its part of the batch.
+        const values = () => Promise.all(clients.map((c) => c.get(lock.keys[0]!)));
+        await expect.poll(values).toEqual([lock.token, lock.token, lock.token]);
+      }
+      const before = counts.map((count) => count.releases);
+      await Promise.all(locks.map((lock) => lock?.release()));
+      counts.forEach((count, index) => expect(count.releases - before[index]!).toBe(2));
+      await Promise.all(held.map((lock) => lock.release()));
+      await expect.poll(async () => (await keysOn(clients, 'redlock:tick-*')).flat()).toEqual([]);
+    });
 
-    // A semaphore: every round is the script, so each is counted the same way on every master.
-    const permits = [await a.redlock.acquire('wake-quorum', 10_000, { limit: 2 }), await a.redlock.acquire('wake-quorum', 10_000, { limit: 2 })];
-    await heldEverywhere(a.clients, 'redlock-holders:wake-quorum', 2);
-    const rounds = b.clients.map((client) => {
-      const count = { value: 0 };
-      watchCalls(client, 'evalsha', ([sha]) => {
-        if (sha === SHARED_ACQUIRE_SCRIPT.sha) count.value++;
+    it('sends the first at once and the rest together at the end of the tick, in the order made', async () => {
+      const { redlock, lockClients: clients } = await engine();
+      const held = await redlock.acquire('order-held', 10_000);
+      const log: string[] = [];
+      watchCalls(clients[0]!, 'set', ([key]) => log.push(`take ${key}`));
+      watchCalls(clients[0]!, 'eval', ([source, count, ...rest]) => {
+        if (source === TAKE_SCRIPT.source) log.push(`takes ${rest.slice(0, Number(count)).join(' ')}`);
       });
-      return count;
+      watchCalls(clients[0]!, 'evalsha', ([sha, , key]) => {
+        if (sha === RELEASE_ONE_SCRIPT.sha) log.push(`release ${key}`);
+      });
+      const first = redlock.tryAcquire('order-a', 10_000);
+      expect(log).toEqual(['take redlock:order-a']); // sent before the caller even awaits
+      const later = [redlock.tryAcquire('order-b', 10_000), redlock.tryAcquire('order-c', 10_000), held.release()];
+      expect(log).toHaveLength(1);
+      await new Promise<void>((resolve) => process.nextTick(resolve));
+      expect(log).toEqual(['take redlock:order-a', 'takes redlock:order-b redlock:order-c', 'release redlock:order-held']);
+      // The tick is over: the next request goes at once again, behind the batch on the connection.
+      later.push(redlock.tryAcquire('order-d', 10_000));
+      expect(log.at(-1)).toBe('take redlock:order-d');
+      const locks = [await first, ...(await Promise.all(later))];
+      for (const lock of locks) if (lock && 'token' in lock) await lock.release();
     });
-    // b's refused round is made slow (every master paused while it is out), and the waiter waits
-    // for the others' wake-ups at most as long as that round took after the first: so a loaded
-    // machine's gap between the masters' messages cannot send it round early (CI under double load
-    // saw 3 rounds when its round took a few ms). Its round time is all it learns from the pause.
-    fleet.nodes.forEach((_, i) => fleet.pause(i));
-    const waiting = b.redlock.acquire('wake-quorum', 10_000, { limit: 2, waitTimeoutMs: 20_000 });
-    try {
-      await new Promise((resolve) => setTimeout(resolve, SLOW_ROUND_MS));
-    } finally {
-      fleet.nodes.forEach((_, i) => fleet.resume(i));
-    }
-    await enlisted(a.clients, 'wake-quorum');
-    // The holders keep both permits a while: a waiter that retried at once (it did, before it
-    // listened ahead of its round) would have sent a second round by now.
-    await new Promise((resolve) => setTimeout(resolve, 200));
-    await permits[0]!.release();
-    const permit = await waiting;
-    expect(rounds.map((count) => count.value)).toEqual(b.clients.map(() => 2));
-    await Promise.all([permit.release(), permits[1]!.release()]);
+  });
+
+  describe("a waiter's rounds", () => {
+    it('a refused attempt sends its cleanup only where it was not refused', async () => {
+      const a = await engine();
+      const b = await engine();
+      const held = await a.redlock.acquire('refused-everywhere', 10_000);
+      const counts = b.lockClients.map(countRequests);
+      // A plain SET NX, refused by every master: its cleanup goes out when the round is decided,
+      // to the one master (of 3, quorum 2) that may not have answered by then, never to the others.
+      expect(await b.redlock.tryAcquire('refused-everywhere', 10_000)).toBeNull();
+      const afterTake = counts.map((count) => count.releases);
+      expect(afterTake.reduce((sum, n) => sum + n, 0)).toBeLessThanOrEqual(1);
+      // The acquire script (a fenced try), refused by every master: its cleanup waits for each
+      // master's answer, and none goes to a master that refused.
+      expect(await b.redlock.tryAcquire('refused-everywhere', 10_000, { fencing: true })).toBeNull();
+      expect(counts.map((count, i) => ({ takes: count.takes, releases: count.releases - afterTake[i]! }))).toEqual(
+        b.clients.map(() => ({ takes: 2, releases: 0 })),
+      );
+      await held.release();
+    });
+
+    it('a waiter listening before its round sleeps until a quorum of masters names it: one refused round, one that wins', async () => {
+      const a = await engine();
+      const b = await engine();
+      // A first wait in b's process joins its channel on every master; from then on a waiter listens before its round.
+      const warm = await a.redlock.acquire('warm-up', 10_000);
+      await heldEverywhere(a.clients, 'redlock:warm-up');
+      const warming = b.redlock.acquire('warm-up', 10_000, { waitTimeoutMs: 20_000 });
+      await enlisted(a.clients, 'warm-up');
+      await warm.release();
+      await (await warming).release();
+
+      // A semaphore: every round is the script, so each is counted the same way on every master.
+      const permits = [await a.redlock.acquire('wake-quorum', 10_000, { limit: 2 }), await a.redlock.acquire('wake-quorum', 10_000, { limit: 2 })];
+      await heldEverywhere(a.clients, 'redlock-holders:wake-quorum', 2);
+      const rounds = b.lockClients.map((client) => {
+        const count = { value: 0 };
+        watchCalls(client, 'evalsha', ([sha]) => {
+          if (sha === SHARED_ACQUIRE_SCRIPT.sha) count.value++;
+        });
+        return count;
+      });
+      // b's refused round is made slow (every master paused while it is out), and the waiter waits
+      // for the others' wake-ups at most as long as that round took after the first: so a loaded
+      // machine's gap between the masters' messages cannot send it round early (CI under double load
+      // saw 3 rounds when its round took a few ms). Its round time is all it learns from the pause.
+      fleet.nodes.forEach((_, i) => fleet.pause(i));
+      const waiting = b.redlock.acquire('wake-quorum', 10_000, { limit: 2, waitTimeoutMs: 20_000 });
+      try {
+        await new Promise((resolve) => setTimeout(resolve, SLOW_ROUND_MS));
+      } finally {
+        fleet.nodes.forEach((_, i) => fleet.resume(i));
+      }
+      await enlisted(a.clients, 'wake-quorum');
+      // The holders keep both permits a while: a waiter that retried at once (it did, before it
+      // listened ahead of its round) would have sent a second round by now.
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      await permits[0]!.release();
+      const permit = await waiting;
+      expect(rounds.map((count) => count.value)).toEqual(b.clients.map(() => 2));
+      await Promise.all([permit.release(), permits[1]!.release()]);
+    });
   });
 });

@@ -4,7 +4,8 @@ import { CONFIRM_SCRIPT } from '../../lib/core/waiting/queue-scripts.js';
 import { WAKE_CHANNEL_PREFIX } from '../../lib/core/lock/redlock-options.js';
 import { readWake } from '../../lib/core/waiting/release-wakeups.js';
 import { PROCESS_ID } from '../../lib/core/base/token.js';
-import { PATIENT, separateEngine, watchCalls } from '../support/masters.js';
+import { PATIENT, watchCalls } from '../support/masters.js';
+import { CLIENT_LIBRARIES, separateEngineOn, type ClientLibrary } from '../support/lock-clients.js';
 import { enlisted, heldEverywhere } from '../support/enlisted.js';
 import { fileFleet } from '../support/file-fleet.js';
 
@@ -22,14 +23,14 @@ async function entryOf(client: Redis, resource: string): Promise<{ id: string; a
   return { id, anchor: value.split(' ').at(-1)! };
 }
 
-describe('a forged hand-off message', () => {
+describe.each(CLIENT_LIBRARIES)('a forged hand-off message, on %s', (library: ClientLibrary) => {
   it('is not a grant: the waiter keeps waiting while the holder holds, then gets the lock from the release', async () => {
-    const a = await separateEngine(masters().urls(), opened, PATIENT);
-    const b = await separateEngine(masters().urls(), opened, PATIENT);
+    const a = await separateEngineOn(library, masters().urls(), opened, PATIENT);
+    const b = await separateEngineOn(library, masters().urls(), opened, PATIENT);
     const held = await a.redlock.acquire('f', 10_000);
     await heldEverywhere(a.clients, 'redlock:f');
     let confirmations = 0;
-    for (const client of b.clients) {
+    for (const client of b.lockClients) {
       watchCalls(client, 'evalsha', ([sha], reply) => {
         if (sha === CONFIRM_SCRIPT.sha) void reply.then(() => confirmations++, () => confirmations++);
       });

@@ -8,6 +8,7 @@ import { PROCESS_ID } from '../../lib/core/base/token.js';
 import { Waiter } from '../../lib/core/waiting/waiter.js';
 import { connectMasters, disconnectAll } from '../support/masters.js';
 import { RedisFleet } from '../support/redis-fleet.js';
+import { masterClientOf } from '../../lib/core/voters/clients/clients.js';
 
 let fleet: RedisFleet;
 const opened: Redis[] = [];
@@ -27,7 +28,7 @@ it('a second listener on a channel being subscribed returns only once the subscr
   // in between reaches neither and both sleep until their fallback timers.
   const [client, publisher] = await connectMasters([fleet.urls()[0]!, fleet.urls()[0]!]);
   opened.push(client!, publisher!);
-  const wakeups = new ReleaseWakeups([new RedisNode(client!)]);
+  const wakeups = new ReleaseWakeups([new RedisNode(masterClientOf(client!))]);
   try {
     const heard: string[] = [];
     const first = wakeups.listen(['wake-key'], (next) => heard.push(`first ${next}`));
@@ -44,7 +45,7 @@ it('a second listener on a channel being subscribed returns only once the subscr
 it("a runner-up told to look again within the stay ends its sleep then, not at its fallback, even when told while its round was out", async () => {
   const [client, publisher] = await connectMasters([fleet.urls()[0]!, fleet.urls()[0]!]);
   opened.push(client!, publisher!);
-  const wakeups = new ReleaseWakeups([new RedisNode(client!)]);
+  const wakeups = new ReleaseWakeups([new RedisNode(masterClientOf(client!))]);
   const channel = WAKE_CHANNEL_PREFIX + PROCESS_ID;
   const waiter = new Waiter(true, wakeups, ['hint-key'], { retryCount: Infinity, waitTimeoutMs: 600_000, retryDelayMs: 50, retryJitterMs: 0 }, undefined);
   // Told to wait far longer than the test may run: only the hint can end these pauses in time.

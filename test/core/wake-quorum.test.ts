@@ -8,6 +8,7 @@ import { PROCESS_ID } from '../../lib/core/base/token.js';
 import { Waiter } from '../../lib/core/waiting/waiter.js';
 import { connectMasters, disconnectAll } from '../support/masters.js';
 import { RedisFleet } from '../support/redis-fleet.js';
+import { masterClientOf } from '../../lib/core/voters/clients/clients.js';
 
 // A release lands on the masters one by one, and each names the queue's head on its process's
 // channel. A waiter named by the first master alone would find the lock still held on the
@@ -36,7 +37,7 @@ it('a waiter named by one master of the three that queued it waits for a second 
   const clients = await connectMasters(fleet.urls());
   const publishers = await connectMasters(fleet.urls());
   opened.push(...clients, ...publishers);
-  const wakeups = new ReleaseWakeups(clients.map((client) => new RedisNode(client)));
+  const wakeups = new ReleaseWakeups(clients.map((client) => new RedisNode(masterClientOf(client))));
   try {
     // Another listener on the key: once it has heard a message, so has the waiter (same dispatch).
     let heard = 0;

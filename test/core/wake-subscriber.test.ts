@@ -9,7 +9,8 @@ import { RedlockError } from '../../lib/index.js';
 import { ProtocolViolation, PubSubReader, type PubSubReply } from '../../lib/core/waiting/pubsub-replies.js';
 import { RedisNode } from '../../lib/core/voters/redis-node.js';
 import { ReleaseWakeups } from '../../lib/core/waiting/release-wakeups.js';
-import { wakeEndpointOf } from '../../lib/core/waiting/wake-endpoint.js';
+import { masterClientOf } from '../../lib/core/voters/clients/clients.js';
+
 import { WakeSubscriber } from '../../lib/core/waiting/wake-subscriber.js';
 import { bulk, FakeMaster } from '../support/fake-master.js';
 import { freePort } from '../support/free-port.js';
@@ -17,6 +18,10 @@ import { connectMasters, disconnectAll, lockClient, untilReady } from '../suppor
 import { waitBesideFake } from '../support/wait-beside-fake.js';
 import { registry } from '../support/process-cleanup.js';
 import { RedisFleet } from '../support/redis-fleet.js';
+import { CLIENT_LIBRARIES, lockClientWith } from '../support/lock-clients.js';
+import type { RedlockClient } from '../../lib/core/voters/clients/clients.js';
+
+const wakeEndpointOf = (client: RedlockClient) => (attempt: number) => masterClientOf(client).wakeEndpoint(attempt);
 
 // Whatever a master sends on the connection the engine opens for wake-ups is that master's
 // failure (reported, and covered by the waiters' fallback timers), never a crash of the process.
@@ -24,7 +29,7 @@ import { RedisFleet } from '../support/redis-fleet.js';
 // SUBSCRIBE: with ioredis as the subscriber, one such master killed the host.
 
 let fleet: RedisFleet;
-const opened: Redis[] = [];
+const opened: (Redis | RedlockClient)[] = [];
 const fakes: FakeMaster[] = [];
 const closers: (() => void)[] = [];
 let uncaught: unknown[] = [];
@@ -161,7 +166,7 @@ describe('WakeSubscriber', () => {
     expect(uncaught).toEqual([]);
   });
 
-  it('authenticates as the client does, by password or by user and password, and reports a refusal without them', async () => {
+  it.each(CLIENT_LIBRARIES)('authenticates as the %s client does, by password or by user and password, and reports a refusal without them', async (library) => {
     const secured = await RedisFleet.start(1);
     try {
       const [admin] = await connectMasters(secured.urls());
@@ -171,10 +176,9 @@ describe('WakeSubscriber', () => {
       await admin!.auth('wake-secret');
       const port = secured.nodes[0]!.port;
       for (const options of [{ password: 'wake-secret' }, { username: 'waker', password: 'waker-secret' }]) {
-        const client = lockClient({ host: '127.0.0.1', port, ...options });
+        const client = await lockClientWith(library, { host: '127.0.0.1', port, ...options });
         opened.push(client);
-        await untilReady(client);
-        const wakeups = new ReleaseWakeups([new RedisNode(client)]);
+        const wakeups = new ReleaseWakeups([new RedisNode(masterClientOf(client))]);
         closers.push(() => wakeups.close());
         const heard: string[] = [];
         await wakeups.listen(['auth-key'], (next) => heard.push(next));
@@ -183,9 +187,9 @@ describe('WakeSubscriber', () => {
         await expect.poll(() => heard).toEqual(['someone']);
         wakeups.close();
       }
-      const refused = lockClient({ host: '127.0.0.1', port, username: 'waker', password: 'not-the-secret', lazyConnect: true });
+      const refused = await lockClientWith(library, { host: '127.0.0.1', port, username: 'waker', password: 'not-the-secret' }, false);
       const reports: string[] = [];
-      const wakeups = new ReleaseWakeups([new RedisNode(refused)], (node, problem) => reports.push(`${node.name} ${problem}`));
+      const wakeups = new ReleaseWakeups([new RedisNode(masterClientOf(refused))], (node, problem) => reports.push(`${node.name} ${problem}`));
       closers.push(() => wakeups.close());
       await wakeups.listen(['auth-key'], () => {});
       await expect.poll(() => reports[0]).toBe(`127.0.0.1:${port} sent an error in answer to AUTH (wrong username or password?)`);
@@ -195,7 +199,7 @@ describe('WakeSubscriber', () => {
     }
   });
 
-  it('reaches a master over TLS and over a unix socket as the client does', async () => {
+  it.each(CLIENT_LIBRARIES)('reaches a master over TLS and over a unix socket as the %s client does', async (library) => {
     const dir = mkdtempSync(join(tmpdir(), 'redlock-wake-tls-'));
     registry.dirs.add(dir);
     execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '1', '-subj', '/CN=localhost', '-addext', 'subjectAltName=IP:127.0.0.1',
@@ -210,11 +214,10 @@ describe('WakeSubscriber', () => {
       const [publisher] = await connectMasters(secured.urls());
       opened.push(publisher!);
       const ca = readFileSync(join(dir, 'cert.pem'));
-      for (const options of [{ host: '127.0.0.1', port: tlsPort, tls: { ca } }, { path: socketPath }]) {
-        const client = lockClient(options);
+      for (const settings of [{ host: '127.0.0.1', port: tlsPort, ca }, { path: socketPath }]) {
+        const client = await lockClientWith(library, settings);
         opened.push(client);
-        await untilReady(client);
-        const wakeups = new ReleaseWakeups([new RedisNode(client)]);
+        const wakeups = new ReleaseWakeups([new RedisNode(masterClientOf(client))]);
         closers.push(() => wakeups.close());
         await wakeups.listen(['elsewhere-key'], () => {});
         expect(await publisher!.publish('elsewhere-key', '')).toBe(1);
@@ -229,7 +232,7 @@ describe('WakeSubscriber', () => {
   it('subscribes again after its master restarts', async () => {
     const [client, publisher] = await connectMasters([fleet.urls()[1]!, fleet.urls()[1]!]);
     opened.push(client!, publisher!);
-    const wakeups = new ReleaseWakeups([new RedisNode(client!)]);
+    const wakeups = new ReleaseWakeups([new RedisNode(masterClientOf(client!))]);
     closers.push(() => wakeups.close());
     await wakeups.listen(['restart-key'], () => {});
     expect(await publisher!.publish('restart-key', '')).toBe(1);

@@ -145,7 +145,7 @@ describe('nodes', () => {
       check.disconnect();
       await lock.release();
     }
-    const [client] = app.get(RedisConnections).owned;
+    const [client] = app.get(RedisConnections).owned as Redis[];
     expect(client!.options).toMatchObject({ db: 3, enableOfflineQueue: false, maxRetriesPerRequest: 1, lazyConnect: false });
   });
 
@@ -153,7 +153,7 @@ describe('nodes', () => {
     const { port } = fleet.nodes[0]!;
     const connections = await RedisConnections.open([{ host: '127.0.0.1', port, enableOfflineQueue: true, maxRetriesPerRequest: 3 }]);
     try {
-      expect(connections.clients[0]!.options).toMatchObject({ enableOfflineQueue: true, maxRetriesPerRequest: 3 });
+      expect((connections.clients[0] as Redis).options).toMatchObject({ enableOfflineQueue: true, maxRetriesPerRequest: 3 });
     } finally {
       await connections.close();
     }
@@ -164,7 +164,7 @@ describe('nodes', () => {
     // A closed port refuses at once; a TLS handshake with a plain redis-server would just hang.
     const connections = await RedisConnections.open([`rediss://127.0.0.1:${await freePort()}`]);
     try {
-      expect(connections.clients[0]!.options.tls).toBeTruthy();
+      expect((connections.clients[0] as Redis).options.tls).toBeTruthy();
     } finally {
       await connections.close();
     }

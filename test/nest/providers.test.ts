@@ -406,7 +406,7 @@ describe('shutdown', () => {
       await vi.waitFor(async () => expect(await mastersHolding(masters, 'redlock:shutdown:session')).toBe(0));
       expect(forgotten.signal.aborted).toBe(true);
       expect(session.signal.aborted).toBe(true);
-      expect(connections.owned.map((client) => client.status)).toEqual(['end', 'end']);
+      expect((connections.owned as Redis[]).map((client) => client.status)).toEqual(['end', 'end']);
       expect(mine.status).toBe('ready');
       expect(await mine.ping()).toBe('PONG');
     } finally {

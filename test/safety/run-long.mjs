@@ -8,6 +8,8 @@
 //   --kinds shared  run only the semaphore and read-write cases of the scenarios that run every kind
 //   --kinds lock    run only the plain lock's cases (no semaphore or read-write case)
 //   --out FILE      where to write the report (default docs/SAFETY.md)
+//   --client NAME   the engines' client library: ioredis (default), node-redis or node-redis-4
+//                   (Sentinel and Cluster voters stay ioredis: node-redis's cannot vote)
 //
 // Plain JavaScript on purpose: it only starts vitest (which compiles the TypeScript) with
 // SAFETY_MINUTES and SAFETY_RESULTS_DIR set, then turns the per-scenario JSON into markdown.
@@ -64,6 +66,15 @@ const ORDER = [
   'mixed-fleet-control',
 ];
 
+/** The client libraries the engines may use (SAFETY_CLIENT for the workers), and the package each is read from. */
+const CLIENT_VERSIONS = { ioredis: 'ioredis', 'node-redis': 'redis', 'node-redis-4': 'redis4' };
+
+function clientVersion(client) {
+  const pkg = CLIENT_VERSIONS[client];
+  const version = JSON.parse(readFileSync(join(ROOT, 'node_modules', pkg, 'package.json'), 'utf8')).version;
+  return `${client === 'ioredis' ? 'ioredis' : 'node-redis'} ${version}`;
+}
+
 /** Ids of the semaphore and read-write cases of the scenarios that run every kind. */
 const SHARED_ID = /-(semaphore|read-write)$/;
 
@@ -80,7 +91,7 @@ const KIND_TEXT = {
 };
 
 function parseArgs(argv) {
-  const args = { minutes: 2, only: undefined, out: undefined, kinds: undefined };
+  const args = { minutes: 2, only: undefined, out: undefined, kinds: undefined, client: 'ioredis' };
   for (let i = 0; i < argv.length; i++) {
     const [name, inline] = argv[i].split('=', 2);
     const value = () => inline ?? argv[++i];
@@ -88,17 +99,19 @@ function parseArgs(argv) {
     else if (name === '--only') args.only = value();
     else if (name === '--kinds') args.kinds = value();
     else if (name === '--out') args.out = value();
+    else if (name === '--client') args.client = value();
     else if (name === '--help' || name === '-h') usage(0);
     else usage(1, `unknown argument ${argv[i]}`);
   }
   if (!(args.minutes > 0)) usage(1, '--minutes must be a positive number');
   if (args.kinds !== undefined && args.kinds !== 'shared' && args.kinds !== 'lock') usage(1, '--kinds takes: shared, lock');
+  if (!Object.hasOwn(CLIENT_VERSIONS, args.client)) usage(1, `--client takes: ${Object.keys(CLIENT_VERSIONS).join(', ')}`);
   return args;
 }
 
 function usage(code, problem) {
   if (problem) console.error(problem);
-  console.error('usage: npm run test:safety -- [--minutes N] [--only NAME[,NAME...]] [--kinds shared|lock] [--out FILE]');
+  console.error('usage: npm run test:safety -- [--minutes N] [--only NAME[,NAME...]] [--kinds shared|lock] [--client ioredis|node-redis|node-redis-4] [--out FILE]');
   process.exit(code);
 }
 
@@ -144,7 +157,7 @@ function violationsText(result) {
   return kinds.length ? `${result.violations} (${kinds.join(', ')})` : String(result.violations);
 }
 
-function report({ results, minutes, started, finished, info, command, exitCode, only, kinds }) {
+function report({ results, minutes, started, finished, info, command, exitCode, only, kinds, client }) {
   // With --only, the scenarios of other files were not asked for: only those of that file can be missing.
   const prefixes = only ? only.split(',') : [''];
   const expected = ORDER.filter((id) => prefixes.some((prefix) => id.startsWith(prefix)) && (!kinds || SHARED_ID.test(id) === (kinds === 'shared')));
@@ -158,7 +171,8 @@ function report({ results, minutes, started, finished, info, command, exitCode, 
       `${finished.toISOString().replace('T', ' ').slice(0, 16)} UTC, with \`${command}\`.`,
     '',
     `- Machine: ${info.os}, ${info.cpu}, ${info.memory} of memory`,
-    `- Node ${info.node}, redis-server ${info.redis}, ioredis 6`,
+    `- Node ${info.node}, redis-server ${info.redis}, the engines' clients: ${clientVersion(client)}` +
+      (client === 'ioredis' ? '' : ' (Sentinel and Cluster voters: ioredis)'),
     `- Code: commit ${info.commit}`,
     `- Verdict: ${allGood ? 'every scenario came out as expected' : '**NOT every scenario came out as expected** (see below)'}`,
     '',
@@ -287,20 +301,22 @@ const filters = args.only ? args.only.split(',').map((name) => `test/safety/${na
 // not anchored, since a case inside a describe block is matched under the block's name.
 const SHARED_TITLE = '(Semaphore \\(limit 2\\)|Read-write lock \\(70% readers\\)): ';
 const kindFilter = args.kinds === 'shared' ? ['-t', SHARED_TITLE] : args.kinds === 'lock' ? ['-t', `^(?!.*${SHARED_TITLE})`] : [];
-const command = `npm run test:safety -- --minutes ${args.minutes}${args.only ? ` --only ${args.only}` : ''}${args.kinds ? ` --kinds ${args.kinds}` : ''}`;
+const command =
+  `npm run test:safety -- --minutes ${args.minutes}${args.only ? ` --only ${args.only}` : ''}${args.kinds ? ` --kinds ${args.kinds}` : ''}` +
+  `${args.client === 'ioredis' ? '' : ` --client ${args.client}`}`;
 
 console.log(`Safety suite, ${args.minutes} min per scenario, one scenario at a time (results in ${resultsDir})`);
 const started = new Date();
 const run = spawnSync(vitest, ['run', ...filters, ...kindFilter, '--no-file-parallelism'], {
   cwd: ROOT,
   stdio: 'inherit',
-  env: { ...process.env, SAFETY_MINUTES: String(args.minutes), SAFETY_RESULTS_DIR: resultsDir },
+  env: { ...process.env, SAFETY_MINUTES: String(args.minutes), SAFETY_RESULTS_DIR: resultsDir, SAFETY_CLIENT: args.client },
 });
 const finished = new Date();
 const exitCode = run.status ?? 1;
 
 const results = readResults(resultsDir);
-const markdown = report({ results, minutes: args.minutes, started, finished, info: machine(), command, exitCode, only: args.only, kinds: args.kinds });
+const markdown = report({ results, minutes: args.minutes, started, finished, info: machine(), command, exitCode, only: args.only, kinds: args.kinds, client: args.client });
 const out = args.out ?? (args.only ? undefined : join(ROOT, 'docs', 'SAFETY.md'));
 if (out) {
   writeFileSync(out, markdown);

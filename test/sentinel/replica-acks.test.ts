@@ -4,13 +4,15 @@ import { InvalidArgumentError, QuorumUnreachableError, Redlock, type RedlockOpti
 import { freePort } from '../support/free-port.js';
 import { connectMasters, disconnectAll, FRESH_FLEET, LOCK_CLIENT_OPTIONS, untilReady, watchCalls } from '../support/masters.js';
 import { SentinelGroup, sentinelClient, untilServes } from '../support/sentinel-group.js';
+import { CLIENT_LIBRARIES, connectLockClients, type ClientLibrary } from '../support/lock-clients.js';
+import type { RedlockClient } from '../../lib/core/voters/clients/clients.js';
 
 // Three voters, each a master with one replica: the first managed by a Sentinel (one, quorum 1:
 // the failovers here are forced), the other two plain replicated pairs. `replicaAcks: 1` makes
 // every granting write wait (WAIT) for its master's replica.
 
 let groups: SentinelGroup[];
-const opened: Redis[] = [];
+const opened: (Redis | RedlockClient)[] = [];
 const silent = { warn: () => {} };
 
 beforeAll(async () => {
@@ -30,8 +32,16 @@ afterAll(async () => {
   await Promise.all((groups ?? []).map((group) => group.stopAll()));
 });
 
-/** One client per voter: the Sentinel-managed one, then the two plain masters. */
-async function voters(): Promise<Redis[]> {
+/**
+ * One client per voter: the Sentinel-managed one, then the two plain masters. On node-redis,
+ * whose Sentinel client cannot vote, the first voter's master is reached directly.
+ */
+async function voters(library: ClientLibrary = 'ioredis'): Promise<RedlockClient[]> {
+  if (library === 'node-redis') {
+    const clients = await connectLockClients(library, groups.map((group) => group.masterUrl()));
+    opened.push(...clients);
+    return clients;
+  }
   const viaSentinel = sentinelClient(groups[0]!);
   opened.push(viaSentinel);
   await untilReady(viaSentinel);
@@ -40,8 +50,8 @@ async function voters(): Promise<Redis[]> {
   return [viaSentinel, ...direct];
 }
 
-async function engine(options: RedlockOptions, clients?: Redis[]): Promise<{ redlock: Redlock; clients: Redis[] }> {
-  const list = clients ?? (await voters());
+async function engine(options: RedlockOptions, clients?: RedlockClient[], library: ClientLibrary = 'ioredis'): Promise<{ redlock: Redlock; clients: RedlockClient[] }> {
+  const list = clients ?? (await voters(library));
   // A generous round: a WAIT that runs out (3/4 of it) still answers before the round's deadline,
   // and a loaded machine does not turn a slow reply into a timeout.
   const redlock = new Redlock(list, { ...FRESH_FLEET, logger: silent, nodeTimeoutMs: 2_000, ...options });
@@ -58,7 +68,7 @@ async function deadMaster(): Promise<Redis> {
 }
 
 /** Per client, how many WAITs it has sent so far. */
-function countWaits(clients: readonly Redis[]): number[] {
+function countWaits(clients: readonly RedlockClient[]): number[] {
   const counts = clients.map(() => 0);
   clients.forEach((client, index) => watchCalls(client, 'wait', () => counts[index]!++));
   return counts;
@@ -75,9 +85,11 @@ describe('replicaAcks', () => {
     }
     expect(() => new Redlock([new Redis({ lazyConnect: true })], { replicaAcks: -1 })).toThrow(/replicaAcks/);
   });
+});
 
+describe.each(CLIENT_LIBRARIES)('replicaAcks on %s', (library: ClientLibrary) => {
   it('grants once the replicas acknowledged; every granting write carries one WAIT, releases none', async () => {
-    const { redlock, clients } = await engine({ replicaAcks: 1, fencing: true });
+    const { redlock, clients } = await engine({ replicaAcks: 1, fencing: true }, undefined, library);
     // Once, so the masters have the scripts: a NOSCRIPT answer re-sends a script with a WAIT of its own.
     const warm = await redlock.acquire(['acked-a', 'acked-b'], 5_000);
     await warm.extend(5_000);
@@ -100,7 +112,7 @@ describe('replicaAcks', () => {
   });
 
   it('covers a tick of batched takes with one WAIT per master', async () => {
-    const { redlock, clients } = await engine({ replicaAcks: 1 });
+    const { redlock, clients } = await engine({ replicaAcks: 1 }, undefined, library);
     const waits = countWaits(clients);
     // Started in one tick: the first take goes out alone, the other 39 as one script, each with one WAIT behind.
     const locks = await Promise.all(Array.from({ length: 40 }, (_, i) => redlock.tryAcquire(`batch-${i}`, 5_000)));
@@ -110,8 +122,8 @@ describe('replicaAcks', () => {
   });
 
   it("refuses a master's vote, naming it, while its replica acknowledges nothing (and without replicaAcks grants)", async () => {
-    const acked = await engine({ replicaAcks: 1 });
-    const unacked = await engine({});
+    const acked = await engine({ replicaAcks: 1 }, undefined, library);
+    const unacked = await engine({}, undefined, library);
     pauseReplicas(1, 2); // SIGSTOP: the replicas of masters 1 and 2 take nothing in
     const error = await acked.redlock.tryAcquire('unreplicated', 5_000).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(QuorumUnreachableError);
@@ -127,7 +139,7 @@ describe('replicaAcks', () => {
   });
 
   it('refuses an extension its replicas did not acknowledge', async () => {
-    const { redlock } = await engine({ replicaAcks: 1 });
+    const { redlock } = await engine({ replicaAcks: 1 }, undefined, library);
     const lock = await redlock.acquire('extend-acked', 5_000);
     pauseReplicas(1, 2);
     await expect(lock.extend(5_000)).rejects.toBeInstanceOf(QuorumUnreachableError);
@@ -136,6 +148,7 @@ describe('replicaAcks', () => {
   });
 });
 
+// ioredis only: node-redis's Sentinel client cannot vote (docs/clients.md).
 describe('a failover of a voter that held a bare majority', () => {
   /**
    * `holder` holds exactly voters 0 (Sentinel) and 1: its third client reaches nobody. Voter 0's
@@ -155,7 +168,7 @@ describe('a failover of a voter that held a bare majority', () => {
     const promoted = await group.failover();
     const promotedHasKey = (await group.direct(promoted).exists(`redlock:${resource}`)) === 1;
     const fresh = await voters();
-    await untilServes(fresh[0]!, group.server(promoted).port);
+    await untilServes(fresh[0] as Redis, group.server(promoted).port);
     const { redlock: second } = await engine(FRESH_FLEET, fresh);
     const taken = await second.tryAcquire(resource, 20_000);
     expect(lock.remainingMs()).toBeGreaterThan(0);

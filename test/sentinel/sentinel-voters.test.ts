@@ -8,6 +8,7 @@ import { RedisFleet } from '../support/redis-fleet.js';
 import { SentinelGroup, sentinelClient, untilServes } from '../support/sentinel-group.js';
 import { RedisNode } from '../../lib/core/voters/redis-node.js';
 import { ReleaseWakeups } from '../../lib/core/waiting/release-wakeups.js';
+import { masterClientOf } from '../../lib/core/voters/clients/clients.js';
 
 // Voters given as Sentinel-managed masters (ioredis `sentinels` + `name`): one Sentinel group
 // (a master, a replica, one Sentinel) beside two plain masters.
@@ -155,7 +156,7 @@ describe('wake-ups of a Sentinel-managed voter', () => {
     const client = sentinelClient(group);
     opened.push(client);
     await untilReady(client);
-    const wakeups = new ReleaseWakeups([new RedisNode(client)]);
+    const wakeups = new ReleaseWakeups([new RedisNode(masterClientOf(client))]);
     try {
       const heard: string[] = [];
       await wakeups.listen(['sentinel-wake'], (next) => heard.push(next));

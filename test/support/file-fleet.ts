@@ -1,4 +1,5 @@
 import type { Redis } from 'ioredis';
+import type { RedlockClient } from '../../lib/core/voters/clients/clients.js';
 import { afterAll, afterEach, beforeAll } from 'vitest';
 import { connectMasters, disconnectAll } from './masters.js';
 import { RedisFleet } from './redis-fleet.js';
@@ -8,9 +9,9 @@ import { RedisFleet } from './redis-fleet.js';
  * a test fails), and the list where its tests put the clients they open, closed first. With
  * `emptyAfterEach`, each test's clients are closed and the masters emptied after it.
  */
-export function fileFleet(count: number, { emptyAfterEach = false } = {}): { fleet: () => RedisFleet; opened: Redis[] } {
+export function fileFleet(count: number, { emptyAfterEach = false } = {}): { fleet: () => RedisFleet; opened: (Redis | RedlockClient)[] } {
   let fleet: RedisFleet | undefined;
-  const opened: Redis[] = [];
+  const opened: (Redis | RedlockClient)[] = [];
   beforeAll(async () => {
     fleet = await RedisFleet.start(count);
   });

@@ -1,6 +1,7 @@
 import { once } from 'node:events';
 import { Redis, type RedisOptions } from 'ioredis';
 import { Redlock, type RedlockOptions } from '../../lib/index.js';
+import type { RedlockClient } from '../../lib/core/voters/clients/clients.js';
 
 /**
  * ioredis clients as a lock user should configure them: no offline queue, so a dead master
@@ -40,8 +41,19 @@ export async function untilReady(client: Redis): Promise<void> {
   await once(client, 'ready');
 }
 
-export function disconnectAll(clients: Iterable<Redis>): void {
-  for (const client of clients) client.disconnect();
+/** Closes clients of either library at once (no QUIT: a master may be down). */
+export function disconnectAll(clients: Iterable<Redis | RedlockClient>): void {
+  for (const client of clients) {
+    if (typeof (client as Partial<Redis>).disconnect === 'function' && typeof (client as Partial<Redis>).evalsha === 'function') {
+      (client as Redis).disconnect();
+      continue;
+    }
+    // node-redis: destroy() (v5) and disconnect() (v4) throw once the client is closed.
+    const nodeRedis = client as unknown as { isOpen: boolean; destroy?(): void; disconnect(): Promise<void> };
+    if (!nodeRedis.isOpen) continue;
+    if (nodeRedis.destroy) nodeRedis.destroy();
+    else nodeRedis.disconnect().catch(() => {});
+  }
 }
 
 /** Every key on every master, for asserting what a lock left behind. */
@@ -69,7 +81,7 @@ export const PATIENT = { nodeTimeoutMs: 2_000 } as const;
  */
 export async function separateEngine(
   urls: readonly string[],
-  opened: Redis[],
+  opened: (Redis | RedlockClient)[],
   options: RedlockOptions = {},
 ): Promise<{ redlock: Redlock; clients: Redis[] }> {
   const clients = await connectMasters(urls);
@@ -85,11 +97,23 @@ export async function separateEngine(
  * reply it will settle with. For counting what the engine sends a master, without a mock.
  */
 export function watchCalls(
-  client: Redis,
+  client: Redis | RedlockClient,
   method: 'set' | 'eval' | 'evalsha' | 'wait',
   observe: (args: unknown[], reply: Promise<unknown>) => void,
 ): void {
-  const original = (client[method] as (...args: unknown[]) => Promise<unknown>).bind(client);
+  if (typeof (client as { evalsha?: unknown }).evalsha !== 'function') {
+    // node-redis: the engine sends every command through sendCommand, its name first.
+    const nodeRedis = client as unknown as { sendCommand(args: string[], ...rest: unknown[]): Promise<unknown> };
+    const send = nodeRedis.sendCommand.bind(nodeRedis);
+    nodeRedis.sendCommand = (args, ...rest) => {
+      const reply = send(args, ...rest);
+      if (args[0]?.toLowerCase() === method) observe(args.slice(1), reply);
+      return reply;
+    };
+    return;
+  }
+  const redis = client as Redis;
+  const original = (redis[method] as (...args: unknown[]) => Promise<unknown>).bind(redis);
   (client as unknown as Record<string, unknown>)[method] = (...args: unknown[]) => {
     const reply = original(...args);
     // As ioredis sends them: an array argument stands for its elements.

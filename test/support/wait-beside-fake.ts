@@ -3,6 +3,7 @@ import type { Redis } from 'ioredis';
 import { Redlock, type Lock, type RedlockOptions } from '../../lib/index.js';
 import { FakeMaster } from './fake-master.js';
 import { connectMasters, disconnectAll, FRESH_FLEET, PATIENT, separateEngine } from './masters.js';
+import type { RedlockClient } from '../../lib/core/voters/clients/clients.js';
 
 /**
  * One caller waits for a lock that another engine holds, with a fake master among its masters:
@@ -13,7 +14,7 @@ import { connectMasters, disconnectAll, FRESH_FLEET, PATIENT, separateEngine } f
 export async function waitBesideFake(
   urls: readonly string[],
   fake: FakeMaster,
-  opened: Redis[],
+  opened: (Redis | RedlockClient)[],
   options: RedlockOptions,
 ): Promise<{ outcome: { lock: Lock } | { error: unknown }; close: () => void }> {
   const clients = await connectMasters([...urls, fake.url]);

@@ -151,6 +151,7 @@ export function runRound(
       const outcome = outcomes[index]!;
       // ioredis re-sends a request in flight when the connection breaks, over the next connection,
       // maybe to another server (a restart, a failover) that nobody identified: its reply is no vote.
+      // (node-redis fails such a request instead; the count of closes catches both.)
       const connection = node.connection;
       let request: Promise<unknown>;
       try {

@@ -1,9 +1,11 @@
-import type { Cluster, Redis, RedisKey } from 'ioredis';
+import type { Cluster, Redis } from 'ioredis';
 import { forCluster, identity, merge, split, undoCall, unwrap, WHO_RUNS_THIS, type ShardIdentity, type SlotCall } from './cluster-scripts.js';
 import { keySlot } from '../base/key-slot.js';
 import { definedScripts, type LuaScript } from '../scripts/lua-script.js';
 import { clusterNodeKey, loadScripts, RedisNode, type BatchedRequests } from './redis-node.js';
 import type { ShardQuarantine } from './shard-quarantine.js';
+import { masterClientOf } from './clients/clients.js';
+import { runScript } from './clients/master-client.js';
 
 /**
  * A whole Redis Cluster as one voter. Everything the engine keeps for a resource carries the
@@ -19,7 +21,7 @@ export class ClusterVoter extends RedisNode {
   #members: ReadonlySet<string> | undefined;
 
   constructor(readonly cluster: Cluster) {
-    super(cluster as unknown as Redis);
+    super(masterClientOf(cluster));
   }
 
   /** With the restart quarantine on: judge every vote by the shard master that gave it. */
@@ -71,7 +73,7 @@ export class ClusterVoter extends RedisNode {
   /** The engine's scripts, as this voter sends them, on every shard master (see loadScripts). */
   #loadScripts(): Promise<void> {
     const scripts = definedScripts().map(forCluster);
-    return Promise.all(this.cluster.nodes('master').map((node) => loadScripts(node, scripts))).then(() => undefined);
+    return Promise.all(this.cluster.nodes('master').map((node: Redis) => loadScripts(masterClientOf(node), scripts))).then(() => undefined);
   }
 
   /**
@@ -113,14 +115,7 @@ export class ClusterVoter extends RedisNode {
 
   async #call(script: LuaScript, call: SlotCall): Promise<unknown> {
     const sent = forCluster(script);
-    const argv = [...call.keys, ...call.args] as RedisKey[];
-    let raw: unknown;
-    try {
-      raw = await this.cluster.evalsha(sent.sha, call.keys.length, argv);
-    } catch (error) {
-      if (!(error instanceof Error && error.message.startsWith('NOSCRIPT'))) throw error;
-      raw = await this.cluster.eval(sent.source, call.keys.length, argv);
-    }
+    const raw = await runScript(this.client, sent.sha, sent.source, call.keys.length, [...call.keys, ...call.args]);
     const { reply, shard } = unwrap(script, raw);
     const refusal = shard && this.#shards?.judge(shard, call.slot);
     if (refusal) throw refusal;
@@ -132,7 +127,7 @@ export class ClusterVoter extends RedisNode {
       calls.map((call) => {
         const undo = undoCall(script, call);
         if (!undo) return undefined;
-        return this.cluster.eval(undo.script.source, undo.keys.length, [...undo.keys, ...undo.args] as RedisKey[]).catch(() => {});
+        return this.client.eval(undo.script.source, undo.keys.length, [...undo.keys, ...undo.args]).catch(() => {});
       }),
     );
   }

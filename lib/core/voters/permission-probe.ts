@@ -1,8 +1,8 @@
-import type { Redis } from 'ioredis';
 import { PermissionDeniedError, type DeniedCommands } from '../base/errors.js';
 import { WAKE_CHANNEL_PREFIX, type ResolvedRedlockOptions } from '../lock/redlock-options.js';
 import type { RedisNode } from './redis-node.js';
 import { within } from '../base/within.js';
+import type { MasterClient } from './clients/master-client.js';
 
 /** Whether a master's user may run what the engine sends it: each command tried in a way that changes nothing. */
 export interface Permissions {
@@ -52,7 +52,7 @@ const denied = (error: unknown) => error instanceof Error && /^NOPERM\b/.test(er
  * a one-line script, PUBLISH and SUBSCRIBE on a wake-up channel nobody listens to, and WAIT
  * (for `replicaAcks`).
  */
-export async function probePermissions(client: Redis, options: ResolvedRedlockOptions): Promise<Permissions> {
+export async function probePermissions(client: MasterClient, options: ResolvedRedlockOptions): Promise<Permissions> {
   const missing: string[] = [];
   const attempt = async (label: string, run: () => Promise<unknown>) => {
     try {
@@ -73,25 +73,18 @@ export async function probePermissions(client: Redis, options: ResolvedRedlockOp
   const inScripts = new Set<string>();
   for (const [name, prefix] of Object.entries(prefixes)) {
     await attempt(`EVAL on ${prefix}* (${name})`, async () => {
-      const refused = (await client.eval(SCRIPT_COMMANDS, 1, `${prefix}nestjs-redlock-permission-check`)) as string[];
+      const refused = (await client.eval(SCRIPT_COMMANDS, 1, [`${prefix}nestjs-redlock-permission-check`])) as string[];
       for (const command of refused) inScripts.add(`${command} (in scripts)`);
     });
   }
   missing.push(...inScripts);
-  await attempt('EVALSHA', () => client.evalsha('0000000000000000000000000000000000000000', 0));
-  await attempt('SCRIPT LOAD', () => client.script('LOAD', 'return 1'));
+  await attempt('EVALSHA', () => client.evalsha('0000000000000000000000000000000000000000', 0, []));
+  await attempt('SCRIPT LOAD', () => client.command('SCRIPT', ['LOAD', 'return 1']));
   const channel = `${WAKE_CHANNEL_PREFIX}nestjs-redlock-permission-check`;
   await attempt(`PUBLISH on ${WAKE_CHANNEL_PREFIX}*`, () => client.publish(channel, ''));
   // A release publishes on the lock key's own name, which waiters of other processes listen to.
   await attempt(`PUBLISH on ${options.keyPrefix}*`, () => client.publish(`${options.keyPrefix}nestjs-redlock-permission-check`, ''));
-  const subscriber = client.duplicate({ lazyConnect: true, retryStrategy: () => null });
-  subscriber.on('error', () => {});
-  await attempt(`SUBSCRIBE on ${WAKE_CHANNEL_PREFIX}*`, async () => {
-    await subscriber.connect();
-    await subscriber.subscribe(channel);
-    await subscriber.unsubscribe(channel);
-  });
-  subscriber.disconnect();
+  await attempt(`SUBSCRIBE on ${WAKE_CHANNEL_PREFIX}*`, () => client.trySubscribe(channel));
   await attempt('WAIT (replicaAcks)', () => client.wait(0, 1));
   return { checked: true, denied: missing };
 }

@@ -1,11 +1,10 @@
-import type { Redis, RedisKey } from 'ioredis';
 import { monotonicNow } from '../base/clock.js';
 import { CommandBatch, TickLane } from './command-batch.js';
 import type { MasterAddress } from '../lock/instrumentation.js';
-import { masterAddress } from './master-address.js';
 import { definedScripts, type LuaScript } from '../scripts/lua-script.js';
 import { redactCredentials } from '../base/redact.js';
 import { AckedReply, waitForReplicas, type ReplicaWait } from './replica-acks.js';
+import { isNoScript, runScript, type MasterClient } from './clients/master-client.js';
 
 /**
  * Why a master's votes stopped counting for a while: it was restarted or replaced
@@ -54,9 +53,9 @@ export class NodeQuarantinedError extends Error {
 }
 
 /**
- * A reply that must not count: the connection broke while the request was in flight and ioredis
- * sent it again over the next one, to a server this engine has not identified (a restarted
- * master, a promoted replica).
+ * A reply that must not count: the connection broke while the request was in flight and the
+ * client sent it again over the next one (ioredis does), to a server this engine has not
+ * identified (a restarted master, a promoted replica).
  */
 export class NodeReconnectedError extends Error {
   constructor() {
@@ -65,10 +64,10 @@ export class NodeReconnectedError extends Error {
 }
 
 /**
- * One independent Redis master. Runs the lock scripts by EVALSHA and falls back to EVAL when
- * the server has lost its script cache (restart, SCRIPT FLUSH), without registering commands
- * on a client the caller may share with other code. Also keeps track of when the server
- * process behind the connection started, for the restart quarantine.
+ * One independent Redis master, over whichever client library reached it (MasterClient). Runs
+ * the lock scripts by EVALSHA and falls back to EVAL when the server has lost its script cache
+ * (restart, SCRIPT FLUSH). Also keeps track of when the server process behind the connection
+ * started, for the restart quarantine.
  */
 export class RedisNode {
   /** `host:port`, the socket path, or `sentinel:<name>@<first sentinel>`: safe to log, never carries credentials. */
@@ -81,24 +80,21 @@ export class RedisNode {
   /** run_id and replication id: the server and its tenure as a master. */
   #term: string | undefined;
   #identifying: Promise<void> | undefined;
-  /** The client's connection closes, counted once per client whatever the number of engines on it. */
-  readonly #closes: { count: number };
   /** The closes this node has taken into account: a new one forgets who the server is. */
   #seenCloses: number;
   readonly #lane = new TickLane();
   readonly #batches = new Map<BatchedRequests<never, unknown>, CommandBatch<never, unknown>>();
 
-  constructor(readonly client: Redis) {
-    this.address = masterAddress(client);
+  constructor(readonly client: MasterClient) {
+    this.address = client.address;
     this.name = this.address.name;
-    this.#closes = closesOf(client);
-    this.#seenCloses = this.#closes.count;
+    this.#seenCloses = client.closes;
   }
 
   /** After a close of the connection, the server behind it is unknown until identified again. */
   #sinceLastClose(): void {
-    if (this.#seenCloses === this.#closes.count) return;
-    this.#seenCloses = this.#closes.count;
+    if (this.#seenCloses === this.client.closes) return;
+    this.#seenCloses = this.client.closes;
     this.#startedAt = undefined;
     this.#identifying = undefined;
   }
@@ -117,16 +113,9 @@ export class RedisNode {
     return batch.add(item);
   }
 
-  async run(script: LuaScript, keys: readonly string[], args: readonly (string | number)[]): Promise<unknown> {
-    try {
-      // Keys and arguments as one array, never spread: a call's arguments live on the stack, and
-      // ioredis spreads them again on its way to the socket. It flattens the array (numbers go
-      // out as their decimal text, as they would as separate arguments).
-      return await this.client.evalsha(script.sha, keys.length, [...keys, ...args] as RedisKey[]);
-    } catch (error) {
-      if (!isNoScript(error)) throw error;
-      return this.client.eval(script.source, keys.length, [...keys, ...args] as RedisKey[]);
-    }
+  run(script: LuaScript, keys: readonly string[], args: readonly (string | number)[]): Promise<unknown> {
+    // Keys and arguments as one array, never spread: a call's arguments live on the stack.
+    return runScript(this.client, script.sha, script.source, keys.length, [...keys, ...args]);
   }
 
   /**
@@ -139,7 +128,7 @@ export class RedisNode {
   }
 
   async #runAcked(script: LuaScript, keys: readonly string[], args: readonly (string | number)[], wait: ReplicaWait): Promise<AckedReply> {
-    const argv = [...keys, ...args] as RedisKey[];
+    const argv = [...keys, ...args];
     const sent = this.client.evalsha(script.sha, keys.length, argv);
     let acked = waitForReplicas(this.client, wait);
     let reply: unknown;
@@ -174,7 +163,7 @@ export class RedisNode {
    * whose reply arrives with another count than it left with crossed a reconnection.
    */
   get connection(): number {
-    return this.#closes.count;
+    return this.client.closes;
   }
 
   /** When the server started, on our monotonic clock (never earlier than it really did). */
@@ -246,7 +235,7 @@ export class RedisNode {
     const promotedAtFirstSight = this.#term === undefined && promoted;
     if (replaced || promotedAtFirstSight) startedAt = Math.max(startedAt, now);
     // Only a misconfiguration costs the extra round trip.
-    const clusterNodeId = /^cluster_enabled:1/m.test(cluster) ? String(await this.client.cluster('MYID')) : undefined;
+    const clusterNodeId = /^cluster_enabled:1/m.test(cluster) ? String(await this.client.command('CLUSTER', ['MYID'])) : undefined;
     this.#runId = runId;
     this.#term = term;
     this.#clusterNodeId = clusterNodeId;
@@ -261,31 +250,10 @@ export class RedisNode {
   }
 }
 
-const closeCounts = new WeakMap<Redis, { count: number }>();
-
-/**
- * How many times `client`'s connection closed since the first engine used it: one listener per
- * client, however many engines are made over it (node-redlock's users often make one per call,
- * and a listener per engine would stay on the client for ever).
- */
-function closesOf(client: Redis): { count: number } {
-  let closes = closeCounts.get(client);
-  if (!closes) {
-    const counter = { count: 0 };
-    client.on('close', () => void counter.count++);
-    closeCounts.set(client, counter);
-    closes = counter;
-  }
-  return closes;
-}
-
 /** How a Redis Cluster node's id stands in a voter's identity: one for a plain client of it, all of them for its Cluster voter. */
 export function clusterNodeKey(nodeId: string): string {
   return `cluster-node:${nodeId}`;
 }
-
-/** Per client, the connection (its count of closes) on which the engine's scripts were loaded. */
-const scriptsLoaded = new WeakMap<Redis, number>();
 
 /**
  * Loads the engine's scripts on a server as it is identified, in the same round trip: its first
@@ -295,18 +263,13 @@ const scriptsLoaded = new WeakMap<Redis, number>();
  * engines use it (node-redlock's users make one per call). Best effort: a user without SCRIPT
  * permission, or a server that forgets them, costs only the NOSCRIPT fallback.
  */
-export function loadScripts(client: Redis, scripts: readonly LuaScript[]): Promise<void> {
-  const connection = closesOf(client).count;
-  if (scriptsLoaded.get(client) === connection) return Promise.resolve();
-  scriptsLoaded.set(client, connection);
-  return Promise.all(scripts.map((script) => client.script('LOAD', script.source))).then(
+export function loadScripts(client: MasterClient, scripts: readonly LuaScript[]): Promise<void> {
+  if (client.scriptsLoadedOn === client.closes) return Promise.resolve();
+  client.scriptsLoadedOn = client.closes;
+  return Promise.all(scripts.map((script) => client.command('SCRIPT', ['LOAD', script.source]))).then(
     () => undefined,
     () => undefined,
   );
-}
-
-export function isNoScript(error: unknown): boolean {
-  return error instanceof Error && error.message.startsWith('NOSCRIPT');
 }
 
 export function errorText(error: unknown): string {

@@ -1,6 +1,6 @@
-import type { Redis } from 'ioredis';
 import { UnexpectedReplyError, type RoundReply } from '../scripts/replies.js';
 import { nodeTimeoutMs, type ResolvedRedlockOptions } from '../lock/redlock-options.js';
+import type { MasterClient } from './clients/master-client.js';
 
 /**
  * What a granting write (a take, an acquire, an extension, a fence write-back) must achieve
@@ -54,7 +54,7 @@ export class ReplicaAcksError extends Error {
  * acknowledged them. Handled at once, so a caller that stops at the write's own error leaves
  * no unhandled rejection behind.
  */
-export function waitForReplicas(client: Redis, wait: ReplicaWait): Promise<number> {
+export function waitForReplicas(client: MasterClient, wait: ReplicaWait): Promise<number> {
   const acked = client.wait(wait.replicas, wait.timeoutMs).then((reply: unknown) => {
     if (typeof reply !== 'number' || !Number.isSafeInteger(reply) || reply < 0) throw new UnexpectedReplyError('wait', reply);
     return reply;

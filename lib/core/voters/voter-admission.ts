@@ -1,9 +1,7 @@
 import { ClusterVoter } from './cluster-voter.js';
 import { InvalidArgumentError } from '../base/errors.js';
-import { addressOptions } from './master-address.js';
 import type { RestartQuarantine } from './restart-quarantine.js';
 import type { RedisNode } from './redis-node.js';
-import { isSentinelManaged, watchSentinels } from './sentinel-voter.js';
 
 /**
  * How a voter repeats another: `same server` (one server under two names: same run_id),
@@ -128,7 +126,7 @@ export class VoterAdmission {
     if (clusterNode !== -1) throw new InvalidArgumentError(`clients[${clusterNode}]`, this.nodes[clusterNode]!.name, CLUSTER_NODE);
     const unknownGroup = unknownGroups.findIndex((problem) => problem !== undefined);
     if (unknownGroup !== -1) {
-      const group = addressOptions(this.nodes[unknownGroup]!.client).name ?? 'mymaster';
+      const group = this.nodes[unknownGroup]!.client.sentinel?.options.name ?? 'mymaster';
       throw new InvalidArgumentError(`clients[${unknownGroup}].name`, group, unknownGroups[unknownGroup]!);
     }
   }
@@ -143,9 +141,9 @@ export class VoterAdmission {
       () => true,
       () => false,
     );
-    const options = addressOptions(node.client);
-    if (!isSentinelManaged(options)) return void (await identified);
-    const sentinels = watchSentinels(node.client, options);
+    const sentinel = node.client.sentinel;
+    if (!sentinel) return void (await identified);
+    const sentinels = sentinel.watch();
     try {
       const first = await Promise.race([identified, sentinels.verdict]);
       if (first === true) return undefined;

@@ -1,20 +1,20 @@
-import type { Cluster, Redis } from 'ioredis';
+import type { Cluster } from 'ioredis';
 import { ClusterVoter } from './cluster-voter.js';
 import { InvalidArgumentError } from '../base/errors.js';
-import { addressOptions, voterKeys } from './master-address.js';
 import { RedisNode } from './redis-node.js';
+import { clientProblem, masterClientOf, type RedlockClient } from './clients/clients.js';
 import type { ResolvedRedlockOptions } from '../lock/redlock-options.js';
 import type { QuarantineNotice, RestartQuarantine } from './restart-quarantine.js';
-import { isSentinelManaged, sentinelVoterProblem } from './sentinel-voter.js';
+import { sentinelVoterProblem } from './sentinel-voter.js';
 import { ShardQuarantine } from './shard-quarantine.js';
 
 /**
  * The voters for an engine, one per client: an independent master (standalone or Sentinel-
  * managed), or a whole Redis Cluster. Kept apart from redis-node.ts, which ClusterVoter extends.
  */
-export function votersFrom(clients: Redis | readonly Redis[]): RedisNode[] {
+export function votersFrom(clients: RedlockClient | readonly RedlockClient[]): RedisNode[] {
   return mastersFrom(clients, (client) =>
-    (client as unknown as { isCluster?: boolean }).isCluster === true ? new ClusterVoter(client as unknown as Cluster) : new RedisNode(client),
+    (client as { isCluster?: boolean }).isCluster === true ? new ClusterVoter(client as Cluster) : new RedisNode(masterClientOf(client)),
   );
 }
 
@@ -44,30 +44,29 @@ export function prepareClusterVoters(
 }
 
 /**
- * The masters for an engine, checked: at least one, each an ioredis client, no client and no
- * address twice.
+ * The masters for an engine, checked: at least one, each an ioredis or node-redis client the
+ * engine can vote with, no client and no address twice.
  */
 function mastersFrom(
-  clients: Redis | readonly Redis[],
-  voterFor: (client: Redis) => RedisNode,
+  clients: RedlockClient | readonly RedlockClient[],
+  voterFor: (client: RedlockClient) => RedisNode,
 ): RedisNode[] {
-  const list = (Array.isArray(clients) ? clients : [clients]) as readonly Redis[];
+  const list = (Array.isArray(clients) ? clients : [clients]) as readonly RedlockClient[];
   if (list.length === 0) throw new InvalidArgumentError('clients', clients, 'expected at least one Redis master');
   const nodes: RedisNode[] = [];
   const seen = new Map<string, number>();
   list.forEach((client, index) => {
-    if (!client || typeof (client as Partial<Redis>).evalsha !== 'function') {
-      throw new InvalidArgumentError(`clients[${index}]`, client, 'expected an ioredis client');
-    }
+    const unusable = clientProblem(client);
+    if (unusable) throw new InvalidArgumentError(`clients[${index}]`, client, unusable);
     if (list.indexOf(client) !== index) {
       throw new InvalidArgumentError(`clients[${index}]`, 'the same client', `already given as clients[${list.indexOf(client)}]`);
     }
-    const options = addressOptions(client);
-    const problem = isSentinelManaged(options) ? sentinelVoterProblem(options) : undefined;
-    if (problem) throw new InvalidArgumentError(`clients[${index}].role`, options.role, problem);
+    const sentinel = masterClientOf(client).sentinel?.options;
+    const problem = sentinel && sentinelVoterProblem(sentinel);
+    if (problem) throw new InvalidArgumentError(`clients[${index}].role`, sentinel.role, problem);
     const node = voterFor(client);
     // A Sentinel-managed master is known by each of its sentinels: sharing one is the same master.
-    const names = voterKeys(client);
+    const names = node.client.voterKeys;
     for (const name of names) {
       const earlier = seen.get(name);
       if (earlier !== undefined) {

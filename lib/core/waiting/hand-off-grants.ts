@@ -181,7 +181,7 @@ export class HandOffGrants {
     const node = this.nodes[master];
     const status = this.#round?.outcomes[master]?.status;
     if (!node || (status !== 'refused' && status !== 'pending')) return false;
-    return this.#sentOn[master] === node.connection && node.client.status === 'ready';
+    return this.#sentOn[master] === node.connection && node.client.ready;
   }
 
   /**

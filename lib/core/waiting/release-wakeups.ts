@@ -1,7 +1,6 @@
 import { WAKE_CHANNEL_PREFIX } from '../lock/redlock-options.js';
 import type { RedisNode } from '../voters/redis-node.js';
 import { PROCESS_ID } from '../base/token.js';
-import { wakeEndpointOf } from './wake-endpoint.js';
 import { WakeSubscriber, type WakeFailure } from './wake-subscriber.js';
 
 /**
@@ -154,7 +153,7 @@ export class ReleaseWakeups implements WakeupSource {
     if (!subscriber) {
       const master = this.nodes.indexOf(node);
       const report = (problem: string, first: boolean) => this.onFailure(node, problem, first);
-      subscriber = new WakeSubscriber(wakeEndpointOf(node.client), PROCESS_CHANNEL, (channel, message) => {
+      subscriber = new WakeSubscriber((attempt) => node.client.wakeEndpoint(attempt), PROCESS_CHANNEL, (channel, message) => {
         const wake = readWake(channel, message);
         const set = wake && this.#listeners.get(wake.key);
         if (set) for (const listener of [...set]) listener(wake.next, master, wake.grantAnchor, wake.recheckMs);

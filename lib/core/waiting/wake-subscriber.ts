@@ -4,7 +4,7 @@ import type { InstrumentationGuard } from '../lock/instrumentation-guard.js';
 import { command, ProtocolViolation, PubSubReader, type PubSubReply } from './pubsub-replies.js';
 import type { RedisNode } from '../voters/redis-node.js';
 import type { RedlockLogger } from '../lock/redlock-options.js';
-import type { WakeEndpoint } from './wake-endpoint.js';
+import type { WakeEndpoint } from '../voters/clients/connection-endpoint.js';
 
 /** How long a waiter waits for a master to confirm a subscription before relying on its timer. */
 const SUBSCRIBE_WAIT_MS = 100;

@@ -6,10 +6,11 @@
  */
 import { once } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { Redis } from 'ioredis';
+import type { RedlockClient } from '../../../lib/core/voters/clients/clients.js';
 import { autoExtend } from '../../../lib/core/acquire/auto-extender.js';
 import { Redlock, RedlockError, type Lock, type QuarantineNotice } from '../../../lib/core/index.js';
-import { connectMasters, disconnectAll } from '../../support/masters.js';
+import { disconnectAll } from '../../support/masters.js';
+import { CLIENT_LIBRARIES, connectLockClients, type ClientLibrary } from '../../support/lock-clients.js';
 import { connectSafetyVoters } from './cluster-client.js';
 import { cycleShape, sharesResource, type CycleShape } from './cycle-shape.js';
 import { deadlineAtCall, now, nsFromMs } from './history.js';
@@ -20,13 +21,25 @@ import { ask, config, flush, goListeners, proc, record, runWorker, send, stoppin
 
 interface Engine {
   redlock: Redlock;
-  clients: Redis[];
+  clients: RedlockClient[];
 }
 
 const engines: Engine[] = [];
 
+/**
+ * The library the engines' clients are from: SAFETY_CLIENT (`npm run test:safety -- --client
+ * node-redis`), ioredis by default. Voters given as Sentinel or Cluster options are ioredis's alone.
+ */
+const LIBRARY = clientLibrary(process.env['SAFETY_CLIENT']);
+
+function clientLibrary(name: string | undefined): ClientLibrary {
+  if (name === undefined || name === '') return 'ioredis';
+  if (!(CLIENT_LIBRARIES as readonly string[]).includes(name)) throw new Error(`SAFETY_CLIENT must be one of ${CLIENT_LIBRARIES.join(', ')} (got ${name})`);
+  return name as ClientLibrary;
+}
+
 async function newEngine(): Promise<Engine> {
-  const clients = config.voters ? await connectSafetyVoters(config.voters) : await connectMasters(config.urls);
+  const clients = config.voters ? await connectSafetyVoters(config.voters) : await connectLockClients(LIBRARY, config.urls);
   // Warnings go into the history: a scenario can check what the engine told its operator.
   const logger = { warn: (message: string) => record({ worker: -1, op: 'warning', phase: 'ok', note: message.slice(0, 400) }) };
   // Tells `acquire` which of its calls were granted by hand-off: the observer is made synchronously

@@ -1,4 +1,3 @@
-import type { RedisKey } from 'ioredis';
 import type { BatchedRequests, RedisNode } from '../../voters/redis-node.js';
 import { AckedReply, shortestWait, waitForReplicas, type ReplicaWait } from '../../voters/replica-acks.js';
 import { QUEUE_ENTRY_STAY_MS } from '../../waiting/queue-scripts.js';
@@ -48,8 +47,8 @@ export const FREES: BatchedRequests<FreeRequest, number> = {
 
 /** Alone: a plain command, no script to run; only a refusal costs a second one. */
 async function take(node: RedisNode, { key, token, ttlMs }: TakeRequest): Promise<unknown> {
-  if ((await node.client.set(key, token, 'PX', ttlMs, 'NX')) === 'OK') return TAKEN;
-  return node.client.pttl(key);
+  if ((await node.client.command('SET', [key, token, 'PX', ttlMs, 'NX'])) === 'OK') return TAKEN;
+  return node.client.command('PTTL', [key]);
 }
 
 async function takes(node: RedisNode, items: readonly TakeRequest[]): Promise<readonly unknown[]> {
@@ -59,15 +58,15 @@ async function takes(node: RedisNode, items: readonly TakeRequest[]): Promise<re
   // EVAL, never EVALSHA: a take is never answered NOSCRIPT and re-sent, so a release may go out
   // right behind it on this connection (ExclusiveKind.release relies on it). The source is
   // a few hundred bytes for a whole tick's takes.
-  return takesPerKey(await node.client.eval(TAKE_SCRIPT.source, keys.length, [...keys, ...args] as RedisKey[]), items.length);
+  return takesPerKey(await node.client.eval(TAKE_SCRIPT.source, keys.length, [...keys, ...args]), items.length);
 }
 
 /** SET NX with its WAIT pipelined behind it; a refusal needs no acknowledgement. */
 async function takeAcked(node: RedisNode, { key, token, ttlMs }: TakeRequest, wait: ReplicaWait): Promise<unknown> {
-  const set = node.client.set(key, token, 'PX', ttlMs, 'NX');
+  const set = node.client.command('SET', [key, token, 'PX', ttlMs, 'NX']);
   const acked = waitForReplicas(node.client, wait);
   if ((await set) === 'OK') return new AckedReply(TAKEN, await acked, wait);
-  return node.client.pttl(key);
+  return node.client.command('PTTL', [key]);
 }
 
 /** One WAIT behind the tick's script covers every key it set: one wait for the whole batch. */
