@@ -1,9 +1,10 @@
 import { Redis } from 'ioredis';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { InvalidArgumentError, Redlock, type QuarantineNotice, type RedlockOptions } from '../../lib/core/index.js';
 import { freePort } from '../support/free-port.js';
-import { connectMasters, disconnectAll, lockClient, untilReady } from '../support/masters.js';
-import { RedisFleet } from '../support/redis-fleet.js';
+import { fileFleet } from '../support/file-masters().js';
+import { connectMasters, lockClient, untilReady } from '../support/masters.js';
+import type { RedisFleet } from '../support/redis-masters().js';
 
 // `identifyBy: 'marker'`, for users who may not run INFO: what it catches (a master that lost its
 // keys comes back without its marker) and what it cannot (a master that reloads an older snapshot
@@ -13,27 +14,11 @@ import { RedisFleet } from '../support/redis-fleet.js';
 const WINDOW_MS = 5_000;
 const MARKER: RedlockOptions = { identifyBy: 'marker', restartQuarantineMs: WINDOW_MS, logger: { warn: () => {} } };
 
-let fleet: RedisFleet;
-const opened: Redis[] = [];
-
-beforeAll(async () => {
-  fleet = await RedisFleet.start(3);
-});
-
-afterEach(async () => {
-  disconnectAll(opened.splice(0));
-  const cleaners = await connectMasters(fleet.urls());
-  await Promise.all(cleaners.map((c) => c.flushall()));
-  disconnectAll(cleaners);
-});
-
-afterAll(async () => {
-  await fleet?.stopAll();
-});
+const { fleet: masters, opened } = fileFleet(3, { emptyAfterEach: true });
 
 /** Plain connections to every master, for the test's own reads and writes. */
 async function admins(): Promise<Redis[]> {
-  const clients = await connectMasters(fleet.urls());
+  const clients = await connectMasters(masters().urls());
   opened.push(...clients);
   return clients;
 }
@@ -41,7 +26,7 @@ async function admins(): Promise<Redis[]> {
 /** An engine on the masters at `reachable`; the others are a port nobody listens on. */
 async function engineOn(reachable: readonly number[], options: RedlockOptions): Promise<{ redlock: Redlock; notices: QuarantineNotice[] }> {
   const clients = await Promise.all(
-    fleet.urls().map(async (url, index) => (reachable.includes(index) ? (await connectMasters([url]))[0]! : lockClient(`redis://127.0.0.1:${await freePort()}`))),
+    masters().urls().map(async (url, index) => (reachable.includes(index) ? (await connectMasters([url]))[0]! : lockClient(`redis://127.0.0.1:${await freePort()}`))),
   );
   opened.push(...clients);
   const redlock = new Redlock(clients, options);
@@ -75,7 +60,7 @@ describe("identifyBy: 'marker'", () => {
 
     // The same master twice is one voter, as with run_ids.
     // One server under two names (127.0.0.1 and localhost): only the marker can tell.
-    const twiceClients = await connectMasters([fleet.urls()[0]!, fleet.urls()[0]!.replace('127.0.0.1', 'localhost'), fleet.urls()[1]!]);
+    const twiceClients = await connectMasters([masters().urls()[0]!, masters().urls()[0]!.replace('127.0.0.1', 'localhost'), masters().urls()[1]!]);
     opened.push(...twiceClients);
     const twice = new Redlock(twiceClients, MARKER);
     await expect(twice.verifyMasters()).rejects.toThrow(/same server/);
@@ -89,12 +74,12 @@ describe("identifyBy: 'marker'", () => {
     const a = await engineOn([0, 1], MARKER);
     const b = await engineOn([0, 1, 2], MARKER);
     const held = await a.redlock.acquire('kept', 30_000);
-    await fleet.restart(0); // empty: A's key there is gone, and so is the marker
+    await masters().restart(0); // empty: A's key there is gone, and so is the marker
     await untilReady(clients[0]!);
     // Without the quarantine, {0, 2} would grant B the lock A holds.
     expect(await b.redlock.tryAcquire('kept', 30_000)).toBeNull();
-    expect(b.notices.map((notice) => notice.node)).toContain(`127.0.0.1:${fleet.nodes[0]!.port}`);
-    expect(b.notices.find((notice) => notice.node === `127.0.0.1:${fleet.nodes[0]!.port}`)?.reason).toBe('new data set');
+    expect(b.notices.map((notice) => notice.node)).toContain(`127.0.0.1:${masters().nodes[0]!.port}`);
+    expect(b.notices.find((notice) => notice.node === `127.0.0.1:${masters().nodes[0]!.port}`)?.reason).toBe('new data set');
     // An engine that first sees master 0 now counts its data set's age from the new marker.
     const c = await engineOn([0, 1, 2], MARKER);
     expect(await c.redlock.tryAcquire('kept', 30_000)).toBeNull();
@@ -111,7 +96,7 @@ describe("identifyBy: 'marker'", () => {
     // Both have seen every master before the restart (and trust what they first saw: the fleet is young).
     const byInfo = await engineOn([0, 1, 2], { ...MARKER, identifyBy: 'info', quarantineAtFirstSight: false });
     const byMarker = await engineOn([0, 1, 2], { ...MARKER, quarantineAtFirstSight: false });
-    await fleet.restart(0, { keepData: true }); // SIGKILL, then back from the snapshot
+    await masters().restart(0, { keepData: true }); // SIGKILL, then back from the snapshot
     await untilReady(clients[0]!);
     expect(await clients[0]!.exists('redlock:snapshot')).toBe(0);
     expect(await clients[0]!.get('redlock-fence:')).toMatch(/^old-0 /);
@@ -128,10 +113,10 @@ describe("identifyBy: 'marker'", () => {
   });
 
   it('is refused with voters that fail over (a Sentinel group, a Redis Cluster), and for any other value', () => {
-    expect(() => new Redlock([lockClient(fleet.urls()[0]!)], { identifyBy: 'run_id' as never })).toThrow(/identifyBy.*'info' or 'marker'/);
+    expect(() => new Redlock([lockClient(masters().urls()[0]!)], { identifyBy: 'run_id' as never })).toThrow(/identifyBy.*'info' or 'marker'/);
     // Never connected: the engine refuses it before it asks anything.
     const sentinelManaged = new Redis({ sentinels: [{ host: '127.0.0.1', port: 1 }], name: 'mymaster', lazyConnect: true });
     opened.push(sentinelManaged);
-    expect(() => new Redlock([lockClient(fleet.urls()[0]!), sentinelManaged], MARKER)).toThrow(/clients\[1\] fails over to replicas/);
+    expect(() => new Redlock([lockClient(masters().urls()[0]!), sentinelManaged], MARKER)).toThrow(/clients\[1\] fails over to replicas/);
   });
 });
