@@ -2,9 +2,8 @@ import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { InvalidArgumentError, Redlock, type QuarantineNotice, type RedlockOptions } from '../../lib/core/index.js';
 import { freePort } from '../support/free-port.js';
-import { fileFleet } from '../support/file-masters().js';
+import { fileFleet } from '../support/file-fleet.js';
 import { connectMasters, lockClient, untilReady } from '../support/masters.js';
-import type { RedisFleet } from '../support/redis-masters().js';
 
 // `identifyBy: 'marker'`, for users who may not run INFO: what it catches (a master that lost its
 // keys comes back without its marker) and what it cannot (a master that reloads an older snapshot
