@@ -1,6 +1,6 @@
 import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
-import { InvalidArgumentError, Redlock, type QuarantineNotice, type RedlockOptions } from '../../lib/core/index.js';
+import { Redlock, type QuarantineNotice, type RedlockOptions } from '../../lib/core/index.js';
 import { freePort } from '../support/free-port.js';
 import { fileFleet } from '../support/file-fleet.js';
 import { connectMasters, lockClient, untilReady } from '../support/masters.js';
