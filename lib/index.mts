@@ -50,6 +50,7 @@ export {
   type ExtensionOutcome,
   type FreesIn,
   type InspectedKind,
+  type IdentifyBy,
   type KeyFormat,
   type LeaderInfo,
   type LeadershipChange,

@@ -63,6 +63,7 @@ export {
   type ExtensionOutcome,
   type FreesIn,
   type InspectedKind,
+  type IdentifyBy,
   type KeyFormat,
   type LeaderInfo,
   type LeadershipEnd,

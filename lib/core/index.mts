@@ -34,6 +34,7 @@ export {
   type ForcedReleaseOnMaster,
   type FreesIn,
   type InspectedKind,
+  type IdentifyBy,
   type KeyFormat,
   type LeaderInfo,
   type LeadershipEnd,

@@ -23,7 +23,7 @@ export type {
   RedlockInstrumentation,
   RoundOperation,
 } from './lock/instrumentation.js';
-export { type KeyFormat, type RedlockOptions, type RedlockLogger, type WaitOptions } from './lock/redlock-options.js';
+export { type IdentifyBy, type KeyFormat, type RedlockOptions, type RedlockLogger, type WaitOptions } from './lock/redlock-options.js';
 export { MAX_TTL_MS } from './base/argument-checks.js';
 export {
   RedlockError,

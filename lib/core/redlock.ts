@@ -7,7 +7,8 @@ import type { LockSession } from './acquire/lock-session.js';
 import { EngineCore } from './acquire/engine-core.js';
 import { checkMasters, type MastersHealth } from './voters/master-health.js';
 import { runRound, type RoundReply, type RoundResult } from './rounds/quorum-round.js';
-import type { RedisNode } from './voters/redis-node.js';
+import { BY_INFO, type Identification, type RedisNode } from './voters/redis-node.js';
+import { InvalidArgumentError } from './base/errors.js';
 import { prepareClusterVoters, votersFrom } from './voters/voters.js';
 import type { RedlockClient } from './voters/clients/clients.js';
 import { ClusterVoter } from './voters/cluster-voter.js';
@@ -74,7 +75,7 @@ export class Redlock extends EventEmitter implements LockEngine {
     }
     this.nodes = votersFrom(clients);
     prepareClusterVoters(this.nodes, this.options, this.#quarantine, (notice) => this.#onQuarantine(notice));
-    this.#admission = new VoterAdmission(this.nodes, this.#quarantine, (duplicate) => this.#onDuplicate(duplicate));
+    this.#admission = new VoterAdmission(this.nodes, this.#quarantine, (duplicate) => this.#onDuplicate(duplicate), identificationOf(this.options, this.nodes));
     // A Redis Cluster voter runs a script on one shard: a resource's keys must share a hash slot.
     const names = new KeyNames(this.options, this.nodes.some((node) => node instanceof ClusterVoter));
     const entries = new QueueEntries(this.nodes, names);
@@ -356,10 +357,30 @@ const QUARANTINE_REASONS: Record<QuarantineNotice['reason'], string> = {
   'run_id changed': 'was restarted or replaced',
   'recent start': 'started recently',
   'promoted replica': 'was promoted from a replica (when is unknown, so it may lack live locks)',
+  'new data set': 'holds another data set than before (its marker key changed: restarted empty or replaced)',
 };
 
 function masterFailureReporters(instrumentation: InstrumentationGuard, nodes: () => readonly RedisNode[]) {
   const reporter = (operation: RoundOperation) => (index: number, failure: MasterFailure) =>
     instrumentation.masterFailed(nodes()[index]!.address, failure, operation);
   return { acquire: reporter('acquire'), extend: reporter('extend'), release: reporter('release') };
+}
+
+/**
+ * How this engine identifies its masters (`identifyBy`). A marker cannot see a failover to a
+ * replica (it was replicated there), and failing over is what Sentinel groups and Redis Cluster
+ * voters do: refused with them.
+ */
+function identificationOf(options: ResolvedRedlockOptions, nodes: readonly RedisNode[]): Identification {
+  if (options.identifyBy === 'info') return BY_INFO;
+  const failsOver = nodes.findIndex((node) => node instanceof ClusterVoter || node.client.sentinel !== undefined);
+  if (failsOver !== -1) {
+    throw new InvalidArgumentError(
+      'identifyBy',
+      'marker',
+      `clients[${failsOver}] fails over to replicas (a Sentinel group or a Redis Cluster), which a marker key cannot see: identify such masters by INFO`,
+    );
+  }
+  // No resource is empty, so no lock, queue or fence key is the bare prefix: the marker's own key.
+  return { by: 'marker', markerKey: options.fenceKeyPrefix };
 }

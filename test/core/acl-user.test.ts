@@ -60,6 +60,24 @@ describe.each(CLIENT_LIBRARIES)('a Redis user with the least privilege, on %s', 
     void stuck;
   });
 
+  it("runs as a user that may not run INFO with identifyBy: 'marker', which the default identification names as missing", async () => {
+    const urls = await createUser('no-info', documentedRule().filter((part) => part !== '+info'));
+    const byInfo = await separateEngineOn(library, urls, opened, PATIENT);
+    const error = await byInfo.redlock.verifyPermissions().catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(PermissionDeniedError);
+    for (const entry of (error as PermissionDeniedError).denied) expect(entry.commands).toEqual(['INFO']);
+    const a = await separateEngineOn(library, urls, opened, { ...PATIENT, identifyBy: 'marker' });
+    const b = await separateEngineOn(library, urls, opened, { ...PATIENT, identifyBy: 'marker' });
+    await a.redlock.verifyPermissions();
+    await a.redlock.verifyMasters();
+    const held = await a.redlock.acquire('no-info:lock', 5_000, { fencing: true });
+    const waiting = b.redlock.acquire('no-info:lock', 5_000, { fencing: true, waitTimeoutMs: 10_000 });
+    await held.release();
+    const next = await waiting;
+    expect(next.fence).toBeGreaterThan(held.fence!);
+    await next.release();
+  });
+
   it('names what a user may not run, per master, at verifyPermissions and at the Nest module\'s bootstrap, without its password', async () => {
     const urls = await createUser('half', documentedRule().filter((part) => part !== '+evalsha' && part !== '+hgetall'));
     const { redlock } = await separateEngineOn(library, urls, opened, PATIENT);

@@ -2,6 +2,15 @@ import { checkCount, checkDelay, checkFlag, checkPositiveInteger, isDelay, MAX_D
 import { InvalidArgumentError } from '../base/errors.js';
 import type { RedlockInstrumentation } from './instrumentation.js';
 
+/**
+ * How the engine tells which server a master is and how long its keys have existed, for the
+ * restart quarantine and for telling two names of one master apart: `'info'` (INFO's run_id,
+ * uptime and replication state: sees every restart and every failover to a replica) or
+ * `'marker'` (a key the engine keeps on each master, for an ACL user that may not run INFO: sees
+ * a master that lost its keys, not one that reloaded an older snapshot, nor a failover).
+ */
+export type IdentifyBy = 'info' | 'marker';
+
 /** Followed by a process id: the channel on which the masters wake that process's queue heads. */
 export const WAKE_CHANNEL_PREFIX = 'redlock-wake:';
 
@@ -126,6 +135,16 @@ export interface RedlockOptions extends WaitOptions {
    */
   quarantineAtFirstSight?: boolean;
   /**
+   * How the engine tells which server each master is and how long its keys have existed (for the
+   * restart quarantine and duplicate masters). `'info'` (default): INFO's run_id, uptime and
+   * replication state. `'marker'`: for an ACL user that may not run INFO, a key the engine keeps
+   * on each master (the bare `fenceKeyPrefix`) with a random id and when it was written; it sees
+   * a master that lost its keys (restarted without persistence, replaced by an empty server), not
+   * one that reloaded an older snapshot, nor a failover to a replica, so Sentinel groups and Redis
+   * Cluster voters are refused with it (docs/production.md, "Without INFO").
+   */
+  identifyBy?: IdentifyBy;
+  /**
    * Count a master's vote for a lock, an extension or a fence only once this many of its
    * replicas acknowledged the write (Redis `WAIT`, sent right behind it, bounded by the round's
    * node timeout): for masters managed by Sentinel, so that a failover to a replica that
@@ -164,6 +183,7 @@ export interface ResolvedRedlockOptions {
   /** A fixed window, `'max-ttl'` for the longest ttl used, or false for off. */
   readonly restartQuarantineMs: number | 'max-ttl' | false;
   readonly quarantineAtFirstSight: boolean;
+  readonly identifyBy: IdentifyBy;
   readonly replicaAcks: number;
   readonly instrumentation: RedlockInstrumentation | undefined;
 }
@@ -217,6 +237,7 @@ export function resolveOptions(options: RedlockOptions = {}): ResolvedRedlockOpt
     handOff: given(options.handOff, true),
     restartQuarantineMs: given(options.restartQuarantineMs, 'max-ttl' as const),
     quarantineAtFirstSight: given(options.quarantineAtFirstSight, true),
+    identifyBy: given(options.identifyBy, 'info' as const),
     replicaAcks: given(options.replicaAcks, 0),
     instrumentation: options.instrumentation,
     ...resolveWait(options, DEFAULTS),
@@ -224,6 +245,9 @@ export function resolveOptions(options: RedlockOptions = {}): ResolvedRedlockOpt
   const quarantine = resolved.restartQuarantineMs;
   if (quarantine !== false && quarantine !== 'max-ttl' && !isDelay(quarantine)) {
     throw new InvalidArgumentError('restartQuarantineMs', quarantine, `expected a number of ms in [0, ${MAX_DELAY_MS}], 'max-ttl' or false (off)`);
+  }
+  if (resolved.identifyBy !== 'info' && resolved.identifyBy !== 'marker') {
+    throw new InvalidArgumentError('identifyBy', resolved.identifyBy, "expected 'info' or 'marker'");
   }
   checkPrefixes(resolved);
   if (typeof resolved.driftFactor !== 'number' || !(resolved.driftFactor >= 0 && resolved.driftFactor < 0.5)) {

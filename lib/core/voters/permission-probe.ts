@@ -46,7 +46,8 @@ return refused`;
 const denied = (error: unknown) => error instanceof Error && /^NOPERM\b/.test(error.message);
 
 /**
- * Tries, on `client`, every command the engine needs, harmlessly: PING and INFO (identity), a
+ * Tries, on `client`, every command the engine needs, harmlessly: PING and (unless `identifyBy:
+ * 'marker'`) INFO for identity, a
  * script that touches nothing but declares one key under each of the engine's prefixes (the
  * ACL checks declared keys), EVALSHA of an unknown script (NOSCRIPT when allowed), SCRIPT LOAD of
  * a one-line script, PUBLISH and SUBSCRIBE on a wake-up channel nobody listens to, and WAIT
@@ -62,7 +63,7 @@ export async function probePermissions(client: MasterClient, options: ResolvedRe
     }
   };
   await attempt('PING', () => client.ping());
-  await attempt('INFO', () => client.info('server'));
+  if (options.identifyBy === 'info') await attempt('INFO', () => client.info('server'));
   const prefixes = {
     keyPrefix: options.keyPrefix,
     queueKeyPrefix: options.queueKeyPrefix,

@@ -4,14 +4,25 @@ import type { MasterAddress } from '../lock/instrumentation.js';
 import { definedScripts, type LuaScript } from '../scripts/lua-script.js';
 import { redactCredentials } from '../base/redact.js';
 import { AckedReply, waitForReplicas, type ReplicaWait } from './replica-acks.js';
+import type { IdentifyBy } from '../lock/redlock-options.js';
+import { readMarker } from './server-marker.js';
 import { isNoScript, runScript, type MasterClient } from './clients/master-client.js';
 
 /**
  * Why a master's votes stopped counting for a while: it was restarted or replaced
- * (`'run_id changed'`), it started recently (`'recent start'`), or it was found promoted from a
- * replica (`'promoted replica'`). Any of these may have lost keys of live locks.
+ * (`'run_id changed'`), it started recently (`'recent start'`), it was found promoted from a
+ * replica (`'promoted replica'`), or (with `identifyBy: 'marker'`) its marker key was another
+ * data set's than before (`'new data set'`). Any of these may have lost keys of live locks.
  */
-export type RestartReason = 'run_id changed' | 'recent start' | 'promoted replica';
+export type RestartReason = 'run_id changed' | 'recent start' | 'promoted replica' | 'new data set';
+
+/** How a master is identified (IdentifyBy), and the marker key for `'marker'`. */
+export interface Identification {
+  readonly by: IdentifyBy;
+  readonly markerKey: string;
+}
+
+export const BY_INFO: Identification = { by: 'info', markerKey: '' };
 
 /** What the engine learns when a master's identity check finds it restarted or replaced. */
 export interface NodeRestart {
@@ -149,10 +160,11 @@ export class RedisNode {
    * has been up. Every closed connection forgets it: a restart always breaks the connection,
    * so no vote is counted from a server that has not been identified since.
    */
-  identify(onRestart: (restart: NodeRestart) => void, onIdentified: () => void = () => {}): Promise<void> {
+  identify(onRestart: (restart: NodeRestart) => void, onIdentified: () => void = () => {}, identification: Identification = BY_INFO): Promise<void> {
     this.#sinceLastClose();
     if (this.#startedAt !== undefined) return Promise.resolve();
-    this.#identifying ??= this.#readIdentity(onRestart, onIdentified).finally(() => {
+    const read = () => (identification.by === 'marker' ? this.#readMarker(identification.markerKey, onRestart, onIdentified) : this.#readIdentity(onRestart, onIdentified));
+    this.#identifying ??= read().finally(() => {
       if (this.#startedAt === undefined) this.#identifying = undefined;
     });
     return this.#identifying;
@@ -247,6 +259,28 @@ export class RedisNode {
     if (replaced || promotedAtFirstSight) {
       onRestart({ node: this.name, reason: replaced ? 'run_id changed' : 'promoted replica', uptimeMs: uptimeSeconds * 1000 });
     }
+  }
+
+  /**
+   * `identifyBy: 'marker'`: the data set's marker instead of INFO. The data set's age stands in
+   * for the uptime (a marker written just now: a master that has just lost its keys, or is new);
+   * another marker than this connection's last is another data set at the address, at once
+   * quarantined like a changed run_id. What it cannot see is in server-marker.ts.
+   */
+  async #readMarker(key: string, onRestart: (restart: NodeRestart) => void, onIdentified: () => void): Promise<void> {
+    const [marker] = await Promise.all([readMarker(this.client, key), loadScripts(this.client, definedScripts())]);
+    const term = `marker:${marker.id}`;
+    const now = monotonicNow();
+    const replaced = this.#term !== undefined && this.#term !== term;
+    const startedAt = replaced ? now : now - marker.ageMs;
+    this.#runId = undefined;
+    this.#term = term;
+    this.#clusterNodeId = undefined;
+    this.#identity = new Set([term]);
+    this.#sinceLastClose();
+    this.#startedAt = startedAt;
+    onIdentified();
+    if (replaced) onRestart({ node: this.name, reason: 'new data set', uptimeMs: marker.ageMs });
   }
 }
 

@@ -1,7 +1,7 @@
 import { ClusterVoter } from './cluster-voter.js';
 import { InvalidArgumentError } from '../base/errors.js';
 import type { RestartQuarantine } from './restart-quarantine.js';
-import type { RedisNode } from './redis-node.js';
+import { BY_INFO, type Identification, type RedisNode } from './redis-node.js';
 
 /**
  * How a voter repeats another: `same server` (one server under two names: same run_id),
@@ -76,6 +76,7 @@ export class VoterAdmission {
     private readonly nodes: readonly RedisNode[],
     private readonly quarantine: RestartQuarantine | undefined,
     private readonly onDuplicate: (duplicate: DuplicateMaster) => void,
+    private readonly identification: Identification = BY_INFO,
   ) {}
 
   /**
@@ -109,6 +110,7 @@ export class VoterAdmission {
     return node.identify(
       (restart) => this.quarantine?.replaced(node, restart.reason),
       () => this.#claim(node),
+      this.identification,
     );
   }
 
