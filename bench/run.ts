@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { RedisFleet } from '../test/support/redis-fleet.js';
 import { connectMasters, disconnectAll } from '../test/support/masters.js';
-import { LIBRARIES, type LibraryId } from './adapters/index.js';
+import { LIBRARIES, OURS, type LibraryId } from './adapters/index.js';
 import { renderReport, scenarioCharts, updateSummaryTable, utcMinute } from './report.js';
 import { SCENARIOS, scenarioById } from './scenarios/index.js';
 import type { Figures, Scenario } from './scenarios/scenario.js';
@@ -50,7 +50,10 @@ try {
   const admin = await connectMasters(fleet.urls());
   for (let rep = 0; rep < reps; rep++) {
     for (const scenario of scenarios) {
-      const listed = (scenario.libraries ?? LIBRARIES).filter((id) => !libraries || libraries.includes(id));
+      const ofScenario = scenario.libraries ?? LIBRARIES;
+      // Another configuration of ours (`--libraries nestjs-redlock+node-redis`) runs wherever ours does.
+      const variants = (libraries ?? []).filter((id) => id.startsWith(`${OURS}+`) && ofScenario.includes(OURS)) as LibraryId[];
+      const listed = [...ofScenario.filter((id) => !libraries || libraries.includes(id)), ...variants];
       for (const library of rotate(listed, rep)) {
         const label = `[rep ${rep + 1}/${reps}] ${scenario.id} / ${library}`;
         try {

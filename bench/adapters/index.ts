@@ -28,6 +28,7 @@ const FACTORIES = {
 const VARIANTS = {
   'nestjs-redlock+otel': () => new NestjsRedlockAdapter({ telemetry: {} }),
   'nestjs-redlock@base': () => new NestjsRedlockAdapter({ baseDir: BASE_DIR }),
+  'nestjs-redlock+node-redis': () => new NestjsRedlockAdapter({ nodeRedis: true }),
 } satisfies Record<string, () => LockAdapter>;
 
 /** The contended scenarios' physical limit (no Redis lock at all): a reference row, never a peer. */

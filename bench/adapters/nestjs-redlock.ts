@@ -2,7 +2,9 @@ import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { Redis } from 'ioredis';
-import { Redlock, type Lock } from '../../lib/core/index.js';
+import { Redlock, type Lock, type RedlockClient } from '../../lib/core/index.js';
+import { connectLockClients } from '../../test/support/lock-clients.js';
+import { disconnectAll } from '../../test/support/masters.js';
 import { RedlockTelemetry, type RedlockTelemetryOptions } from '../../lib/opentelemetry/index.js';
 import { connect, disconnect } from '../support/clients.js';
 import { installOtelSdk, type InstalledOtelSdk } from '../support/otel-sdk.js';
@@ -14,6 +16,9 @@ export class NestjsRedlockAdapter implements LockAdapter<Lock> {
   readonly settings: string;
   readonly #telemetry: RedlockTelemetryOptions | undefined;
   #clients: Redis[] = [];
+  /** With `nodeRedis`: the engine's masters are node-redis 5 clients instead. */
+  readonly #nodeRedis: boolean;
+  #nodeRedisClients: RedlockClient[] = [];
   #redlock: Redlock | undefined;
   #sdk: InstalledOtelSdk | undefined;
 
@@ -27,16 +32,29 @@ export class NestjsRedlockAdapter implements LockAdapter<Lock> {
    * With `baseDir`, the engine is the one in that checkout's lib/ (another commit's), for a
    * comparison side by side in one run.
    */
-  constructor({ telemetry, baseDir }: { telemetry?: RedlockTelemetryOptions; baseDir?: string } = {}) {
+  constructor({ telemetry, baseDir, nodeRedis = false }: { telemetry?: RedlockTelemetryOptions; baseDir?: string; nodeRedis?: boolean } = {}) {
     this.#telemetry = telemetry;
     this.#baseDir = baseDir;
-    this.name = telemetry ? 'nestjs-redlock + OpenTelemetry' : baseDir ? `nestjs-redlock at ${commitOf(baseDir)} (base)` : 'nestjs-redlock';
+    this.#nodeRedis = nodeRedis;
+    this.name = telemetry
+      ? 'nestjs-redlock + OpenTelemetry'
+      : baseDir
+        ? `nestjs-redlock at ${commitOf(baseDir)} (base)`
+        : nodeRedis
+          ? 'nestjs-redlock on node-redis 5'
+          : 'nestjs-redlock';
     this.settings =
       `waitTimeoutMs ${WAIT_MS}; default retryDelayMs 50 + retryJitterMs 50 (uniform)` +
-      (telemetry ? `; instrumentation: new RedlockTelemetry(${JSON.stringify(telemetry)}) over the installed SDK` : '');
+      (telemetry ? `; instrumentation: new RedlockTelemetry(${JSON.stringify(telemetry)}) over the installed SDK` : '') +
+      (nodeRedis ? '; masters are node-redis 5 clients (createClient, disableOfflineQueue; node-redis pipelines the commands of one tick by itself, whatever the scenario asks)' : '');
   }
 
   async setup(urls: readonly string[], options: SetupOptions): Promise<void> {
+    if (this.#nodeRedis) {
+      this.#nodeRedisClients = await connectLockClients('node-redis', urls);
+      this.#redlock = new Redlock(this.#nodeRedisClients, { waitTimeoutMs: WAIT_MS });
+      return;
+    }
     this.#clients = await connect(urls, options.autoPipelining);
     if (this.#telemetry) this.#sdk = installOtelSdk();
     const instrumentation = this.#telemetry ? new RedlockTelemetry(this.#telemetry) : undefined;
@@ -59,6 +77,7 @@ export class NestjsRedlockAdapter implements LockAdapter<Lock> {
   async close(): Promise<void> {
     this.#redlock?.close(); // the connections it opened itself (wake-up subscribers)
     disconnect(this.#clients);
+    disconnectAll(this.#nodeRedisClients);
     await this.#sdk?.uninstall();
   }
 }
