@@ -3,7 +3,7 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import { LockHeldError, QuorumUnreachableError, Redlock } from '../../lib/index.js';
 import { ACQUIRE_SCRIPT, RELEASE_ONE_SCRIPT, RELEASE_SCRIPT } from '../../lib/core/kinds/exclusive/exclusive-scripts.js';
 import { connectMasters, disconnectAll, FRESH_FLEET, keysOn, untilReady, watchCalls } from '../support/masters.js';
-import { CLIENT_LIBRARIES, connectLockClients, untilLockClientReady, type ClientLibrary } from '../support/lock-clients.js';
+import { EVERY_CLIENT_VERSION, connectLockClients, untilLockClientReady, type ClientLibrary } from '../support/lock-clients.js';
 import type { RedlockClient } from '../../lib/core/voters/clients/clients.js';
 import { RedisFleet } from '../support/redis-fleet.js';
 
@@ -41,7 +41,7 @@ function countLockRequests(client: RedlockClient): { acquires: number; releases:
   return count;
 }
 
-describe.each(CLIENT_LIBRARIES)('on %s', (library: ClientLibrary) => {
+describe.each(EVERY_CLIENT_VERSION)('on %s', (library: ClientLibrary) => {
   beforeEach(async () => {
     clients = await connectMasters(fleet.urls());
     lockClients = await connectLockClients(library, fleet.urls());

@@ -2,7 +2,7 @@ import { once } from 'node:events';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { LockHeldError, QuorumUnreachableError, Redlock, type QuarantineNotice } from '../../lib/index.js';
 import { connectMasters, disconnectAll, FRESH_FLEET } from '../support/masters.js';
-import { CLIENT_LIBRARIES, connectLockClients, untilLockClientReady as untilReady, type ClientLibrary } from '../support/lock-clients.js';
+import { EVERY_CLIENT_VERSION, connectLockClients, untilLockClientReady as untilReady, type ClientLibrary } from '../support/lock-clients.js';
 import type { RedlockClient } from '../../lib/core/voters/clients/clients.js';
 import { RedisFleet } from '../support/redis-fleet.js';
 
@@ -26,7 +26,7 @@ afterAll(async () => {
   await fleet?.stopAll();
 });
 
-describe.each(CLIENT_LIBRARIES)('on %s', (library: ClientLibrary) => {
+describe.each(EVERY_CLIENT_VERSION)('on %s', (library: ClientLibrary) => {
   async function engine(options: ConstructorParameters<typeof Redlock>[1] = {}): Promise<{ redlock: Redlock; clients: RedlockClient[] }> {
     const clients = await connectLockClients(library, fleet.urls());
     opened.push(...clients);

@@ -1,6 +1,6 @@
 import type { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { AcquireAbortedError, LockHeldError, Redlock, type RedlockOptions } from '../../lib/index.js';
+import { AcquireAbortedError, LockHeldError, QuorumUnreachableError, Redlock, type RedlockOptions } from '../../lib/index.js';
 import { connectMasters, disconnectAll, FRESH_FLEET } from '../support/masters.js';
 import { RedisFleet } from '../support/redis-fleet.js';
 
@@ -113,7 +113,10 @@ describe('100,000 distinct resources', () => {
     patient.abort();
     await expect(waiting).rejects.toBeInstanceOf(AcquireAbortedError);
     await inBatches(contended, 1_000, async (resource) => {
-      await expect(waiter.acquire(resource, TTL, { waitTimeoutMs: 50, retryDelayMs: 10 })).rejects.toBeInstanceOf(LockHeldError);
+      // Refused (LockHeldError), or, with a thousand of them on a loaded machine, not answered within
+      // the 50 ms it waits (QuorumUnreachableError): either way it gives up and leaves its entries.
+      const gaveUp = await waiter.acquire(resource, TTL, { waitTimeoutMs: 50, retryDelayMs: 10 }).catch((e: unknown) => e);
+      expect(gaveUp instanceof LockHeldError || gaveUp instanceof QuorumUnreachableError, String(gaveUp)).toBe(true);
     });
 
     // One fenced batch alone leaves 2,000 locks and their 2,000 counters on at least 2 of the 3

@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LockHeldError, Redlock } from '../../lib/index.js';
 import { ACQUIRE_SCRIPT } from '../../lib/core/kinds/exclusive/exclusive-scripts.js';
 import { connectMasters, disconnectAll, FRESH_FLEET, keysOn } from '../support/masters.js';
-import { CLIENT_LIBRARIES, connectLockClients, type ClientLibrary } from '../support/lock-clients.js';
+import { EVERY_CLIENT_VERSION, connectLockClients, type ClientLibrary } from '../support/lock-clients.js';
 import type { RedlockClient } from '../../lib/core/voters/clients/clients.js';
 import { RedisFleet } from '../support/redis-fleet.js';
 
@@ -27,7 +27,7 @@ afterAll(async () => {
   await fleet?.stopAll();
 });
 
-describe.each(CLIENT_LIBRARIES)('on %s', (library: ClientLibrary) => {
+describe.each(EVERY_CLIENT_VERSION)('on %s', (library: ClientLibrary) => {
   beforeAll(async () => {
     await Promise.all(probes.map((probe) => probe.flushall()));
   });
