@@ -23,7 +23,7 @@ async function admins(): Promise<Redis[]> {
 }
 
 /** An engine on the masters at `reachable`; the others are a port nobody listens on. */
-async function engineOn(reachable: readonly number[], options: RedlockOptions): Promise<{ redlock: Redlock; notices: QuarantineNotice[] }> {
+async function engineOn(reachable: readonly number[], options: RedlockOptions): Promise<{ redlock: Redlock; clients: Redis[]; notices: QuarantineNotice[] }> {
   const clients = await Promise.all(
     masters().urls().map(async (url, index) => (reachable.includes(index) ? (await connectMasters([url]))[0]! : lockClient(`redis://127.0.0.1:${await freePort()}`))),
   );
@@ -32,7 +32,7 @@ async function engineOn(reachable: readonly number[], options: RedlockOptions): 
   const notices: QuarantineNotice[] = [];
   redlock.on('quarantine', (notice: QuarantineNotice) => notices.push(notice));
   await redlock.verifyMasters();
-  return { redlock, notices };
+  return { redlock, clients, notices };
 }
 
 /** On every master, a marker written a minute ago (as by engines that have run for a while). */
@@ -75,6 +75,7 @@ describe("identifyBy: 'marker'", () => {
     const held = await a.redlock.acquire('kept', 30_000);
     await masters().restart(0); // empty: A's key there is gone, and so is the marker
     await untilReady(clients[0]!);
+    await untilReady(b.clients[0]!); // B's own connection is back: master 0 answers it, and is judged
     // Without the quarantine, {0, 2} would grant B the lock A holds.
     expect(await b.redlock.tryAcquire('kept', 30_000)).toBeNull();
     expect(b.notices.map((notice) => notice.node)).toContain(`127.0.0.1:${masters().nodes[0]!.port}`);
@@ -96,7 +97,7 @@ describe("identifyBy: 'marker'", () => {
     const byInfo = await engineOn([0, 1, 2], { ...MARKER, identifyBy: 'info', quarantineAtFirstSight: false });
     const byMarker = await engineOn([0, 1, 2], { ...MARKER, quarantineAtFirstSight: false });
     await masters().restart(0, { keepData: true }); // SIGKILL, then back from the snapshot
-    await untilReady(clients[0]!);
+    await Promise.all([clients[0]!, byInfo.clients[0]!, byMarker.clients[0]!].map(untilReady));
     expect(await clients[0]!.exists('redlock:snapshot')).toBe(0);
     expect(await clients[0]!.get('redlock-fence:')).toMatch(/^old-0 /);
 
