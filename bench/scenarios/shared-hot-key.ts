@@ -46,28 +46,10 @@ export const hotSemaphore: Scenario<SemaphoreParams> = {
     'Most at once: the largest number of hold intervals that intersect on the shared monotonic clock ' +
     `(must be at most ${p.limit}). The limit: the same workers in ONE process around a perfect in-process FIFO ` +
     `semaphore of ${p.limit} (no Redis lock at all); "share of the limit" = holds/s ÷ the limit's.`,
-  metrics: [
-    { key: 'permitShare', label: 'permit share used', better: 'higher', digits: 3 },
-    ...waitMetrics,
-    { key: 'waitMax', label: 'wait max (ms)', better: 'lower', digits: 1 },
-    { key: 'mostAtOnce', label: 'most at once', better: 'lower', digits: 0, informational: true },
-    { key: 'failures', label: 'failed acquires', better: 'lower', digits: 0, informational: true },
-    { key: 'censored', label: 'waits cut off', better: 'lower', digits: 0, informational: true },
-  ],
+  metrics: semaphoreMetrics('most at once'),
   params: { full: { ...FULL, limit: 4 }, smoke: { ...SMOKE, limit: 2 } },
   async run({ library, urls, params }) {
-    const reports = await runWorkers(library, urls, params, { limit: params.limit });
-    const holds = reports.flatMap((r) => r.holds);
-    const windowNs = params.durationMs * 1e6;
-    const inside = holds.reduce((sum, [from, to]) => sum + Math.max(0, Math.min(to, windowNs) - Math.max(from, 0)), 0);
-    return {
-      permitShare: inside / (params.limit * windowNs),
-      ...waits(reports.flatMap((r) => r.waits), holds, params),
-      waitMax: ascending(reports.flatMap((r) => r.waits)).at(-1) ?? Number.NaN,
-      mostAtOnce: mostAtOnce(holds),
-      failures: reports.reduce((sum, r) => sum + r.failures, 0),
-      censored: reports.reduce((sum, r) => sum + r.censored, 0),
-    };
+    return semaphoreFigures(await runWorkers(library, urls, params, { limit: params.limit }), params);
   },
 };
 
@@ -84,30 +66,40 @@ export const hotWeightedSemaphore: Scenario<WeightedParams> = {
     `window, each times its weight / (limit x window). Most permits at once: the largest sum of weights of hold ` +
     `intervals that intersect (must be at most ${p.limit}). The limit: the same workers in ONE process around a perfect ` +
     'in-process FIFO weighted semaphore (the head of the line gets in once enough permits are free; nobody overtakes it).',
-  metrics: [
+  metrics: semaphoreMetrics('most permits at once'),
+  params: { full: { ...FULL, limit: 8, permits: [1, 2, 3] }, smoke: { ...SMOKE, limit: 4, permits: [1, 2, 3] } },
+  async run({ library, urls, params }) {
+    return semaphoreFigures(await runWorkers(library, urls, params, { limit: params.limit, permits: params.permits }), params);
+  },
+};
+
+/** The figures of 3b and 3b-w, with what "most at once" counts (holders, or permits by weight). */
+function semaphoreMetrics(mostLabel: string): Scenario<SemaphoreParams>['metrics'] {
+  return [
     { key: 'permitShare', label: 'permit share used', better: 'higher', digits: 3 },
     ...waitMetrics,
     { key: 'waitMax', label: 'wait max (ms)', better: 'lower', digits: 1 },
-    { key: 'mostAtOnce', label: 'most permits at once', better: 'lower', digits: 0, informational: true },
+    { key: 'mostAtOnce', label: mostLabel, better: 'lower', digits: 0, informational: true },
     { key: 'failures', label: 'failed acquires', better: 'lower', digits: 0, informational: true },
     { key: 'censored', label: 'waits cut off', better: 'lower', digits: 0, informational: true },
-  ],
-  params: { full: { ...FULL, limit: 8, permits: [1, 2, 3] }, smoke: { ...SMOKE, limit: 4, permits: [1, 2, 3] } },
-  async run({ library, urls, params }) {
-    const reports = await runHotKey(library, urls, params, { limit: params.limit, permits: params.permits }).then((run) => run.reports);
-    const holds = reports.flatMap((r) => r.holds.map(([from, to], i) => ({ from, to, weight: r.holdPermits![i]! })));
-    const windowNs = params.durationMs * 1e6;
-    const inside = holds.reduce((sum, { from, to, weight }) => sum + weight * Math.max(0, Math.min(to, windowNs) - Math.max(from, 0)), 0);
-    return {
-      permitShare: inside / (params.limit * windowNs),
-      ...waits(reports.flatMap((r) => r.waits), reports.flatMap((r) => r.holds), params),
-      waitMax: ascending(reports.flatMap((r) => r.waits)).at(-1) ?? Number.NaN,
-      mostAtOnce: mostAtOnce(holds.map(({ from, to }) => [from, to]), holds.map(({ weight }) => weight)),
-      failures: reports.reduce((sum, r) => sum + r.failures, 0),
-      censored: reports.reduce((sum, r) => sum + r.censored, 0),
-    };
-  },
-};
+  ];
+}
+
+/** 3b and 3b-w from the workers' reports: each hold counts with its weight (1 without weighted permits). */
+function semaphoreFigures(reports: readonly WorkerReport[], params: SemaphoreParams): Figures {
+  const holds = reports.flatMap((r) => r.holds);
+  const weights = reports.flatMap((r) => r.holdPermits ?? r.holds.map(() => 1));
+  const windowNs = params.durationMs * 1e6;
+  const inside = holds.reduce((sum, [from, to], i) => sum + weights[i]! * Math.max(0, Math.min(to, windowNs) - Math.max(from, 0)), 0);
+  return {
+    permitShare: inside / (params.limit * windowNs),
+    ...waits(reports.flatMap((r) => r.waits), holds, params),
+    waitMax: ascending(reports.flatMap((r) => r.waits)).at(-1) ?? Number.NaN,
+    mostAtOnce: mostAtOnce(holds, weights),
+    failures: reports.reduce((sum, r) => sum + r.failures, 0),
+    censored: reports.reduce((sum, r) => sum + r.censored, 0),
+  };
+}
 
 function readWrite(id: string, title: string, readShare: number): Scenario<ReadWriteParams> {
   return {
@@ -159,7 +151,7 @@ export const readHeavy = readWrite('rw-read-heavy', '3c. Read-write lock, read-h
 /** Scenario 3d: 20% readers. */
 export const writeHeavy = readWrite('rw-write-heavy', '3d. Read-write lock, write-heavy: 20% readers, 4 processes x 5 workers', 0.2);
 
-function runWorkers(library: LibraryId, urls: readonly string[], params: Params, shape: Pick<WorkerJob, 'limit' | 'readShare'>): Promise<WorkerReport[]> {
+function runWorkers(library: LibraryId, urls: readonly string[], params: Params, shape: Pick<WorkerJob, 'limit' | 'permits' | 'readShare'>): Promise<WorkerReport[]> {
   return runHotKey(library, urls, params, shape).then((run) => run.reports);
 }
 
