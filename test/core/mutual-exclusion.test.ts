@@ -80,7 +80,8 @@ describe.each(EVERY_CLIENT_VERSION)('on %s', (library: ClientLibrary) => {
 
     it('takes a multi-resource lock all or nothing', async () => {
       const [holder, contender] = [await engine(masters), await engine(masters)];
-      const middle = await holder.acquire(`mr-${masters}-b`, 5_000);
+      // Released by hand below: a long ttl, so a loaded machine's slow poll never sees it expire first.
+      const middle = await holder.acquire(`mr-${masters}-b`, 30_000);
 
       const names = ['a', 'b', 'c'].map((n) => `mr-${masters}-${n}`);
       await expect(contender.acquire(names, 5_000, { retryCount: 0 })).rejects.toBeInstanceOf(LockHeldError);

@@ -13,7 +13,8 @@ import { attempts, durationMs, expectSharing, KINDS, loopWorker, range, shuffled
 // would last the whole pause.
 
 const NODE_TIMEOUT_MS = 100;
-const PAUSE_MS = 1_500;
+// Long enough that half of it (the bound) leaves room for a loaded machine's scheduling.
+const PAUSE_MS = 3_000;
 /** Half the pause: far above a bounded round (~2 node timeouts), far below a hang. */
 const BOUND_MS = PAUSE_MS / 2;
 const SHORT_MS = 4_000;
