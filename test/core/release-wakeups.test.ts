@@ -54,12 +54,20 @@ it("a runner-up told to look again within the stay ends its sleep then, not at i
   // is heard, every message published before it has been delivered.
   const markers: string[] = [];
   const marking = wakeups.register(['hint-key'], (next) => markers.push(next));
+  // Published again until heard: the first may come before the subscription is confirmed.
   const delivered = async (marker: string) => {
-    await publisher!.publish(channel, `${marker} hint-key`);
-    await expect.poll(() => markers).toContain(marker);
+    await expect
+      .poll(async () => {
+        await publisher!.publish(channel, `${marker} hint-key`);
+        return markers;
+      }, { timeout: 10_000 })
+      .toContain(marker);
   };
   try {
     await waiter.pause(held, 600_000); // the first pause subscribes, and returns at once
+    // It waits for the subscription at most SUBSCRIBE_WAIT_MS: on a loaded host it may not be
+    // in place yet, and a hint published now would reach nobody. A marker heard says it is.
+    await delivered(`${PROCESS_ID}:marker-0`);
     waiter.beforeRound(2);
     // A round is out: the hint comes before the waiter sleeps, and shortens the sleep after it.
     await publisher!.publish(channel, `${waiter.id}+20 hint-key`);

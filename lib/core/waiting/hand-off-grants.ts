@@ -127,6 +127,11 @@ export class HandOffGrants {
     return this.#heard;
   }
 
+  /** Some master is being asked whether it granted the request still counted. */
+  get asking(): boolean {
+    return this.#asking.size > 0;
+  }
+
   /** The lock, once a majority granted it with validity left. */
   get lock(): HandOffGrant | undefined {
     return this.#granted;

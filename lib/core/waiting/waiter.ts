@@ -50,7 +50,8 @@ export class Waiter {
   readonly #wokenBy = new Set<number>();
   /** How many must, before it tries: a quorum, or as many as refused it (only those queued it). */
   #wakesNeeded = 1;
-  #spreadTimer: NodeJS.Timeout | undefined;
+  /** Ends the spread wait (see #namedBy) without waking, while it lasts. */
+  #cancelSpread: (() => void) | undefined;
   #roundStartedAt = -1;
   #lastRoundMs = 0;
   /** By when (performance.now()) a master told this runner-up to look again, since its last round began. */
@@ -193,7 +194,7 @@ export class Waiter {
 
   close(): void {
     this.#stopListening?.();
-    clearTimeout(this.#spreadTimer);
+    this.#cancelSpread?.();
   }
 
   /**
@@ -233,9 +234,24 @@ export class Waiter {
     if (this.#wokenBy.size >= this.#wakesNeeded) {
       this.#wakeUp();
     } else if (this.#wokenBy.size === 1) {
-      clearTimeout(this.#spreadTimer);
+      this.#cancelSpread?.();
       const spreadMs = granting ? Math.max(MIN_GRANT_SPREAD_MS, 2 * this.#lastRoundMs) : Math.max(MIN_WAKE_SPREAD_MS, this.#lastRoundMs);
-      this.#spreadTimer = setTimeout(() => this.#wakeUp(), spreadMs);
+      // Node runs due timers before it reads sockets: after a stall (GC, a busy host) the timer
+      // would fire ahead of the other masters' messages that arrived during it, and cost a round
+      // they make needless. setImmediate runs after those are read; confirmations they started
+      // get one spread more (bounded: a master that hangs must not hold the waiter).
+      let timer: NodeJS.Timeout | undefined;
+      let immediate: NodeJS.Immediate | undefined;
+      const endAfter = (ms: number, last: boolean) => {
+        timer = setTimeout(() => {
+          immediate = setImmediate(() => (!last && this.grants?.asking ? endAfter(ms, true) : this.#wakeUp()));
+        }, ms);
+      };
+      endAfter(spreadMs, false);
+      this.#cancelSpread = () => {
+        clearTimeout(timer);
+        clearImmediate(immediate);
+      };
     }
   }
 
@@ -257,8 +273,8 @@ export class Waiter {
     this.#woken = false;
     // A round begins: wake-ups count afresh from here.
     this.#wokenBy.clear();
-    clearTimeout(this.#spreadTimer);
-    this.#spreadTimer = undefined;
+    this.#cancelSpread?.();
+    this.#cancelSpread = undefined;
   }
 
   /**
