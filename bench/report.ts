@@ -180,6 +180,7 @@ function scenarioSection(results: Results, scenario: Scenario, mode: 'full' | 's
     `|${header.map(() => '---').join('|')}|`,
     ...rows.map((cells) => `| ${cells.join(' | ')} |`),
     '',
+    ...(scenario.explain && results.repetitions(scenario.id, OURS) > 0 ? [...scenario.explain((library, key) => results.median(scenario.id, library, key)), ''] : []),
     ...(image ? [image, ''] : []),
   ];
 }

@@ -587,6 +587,53 @@ function hotKeySection(h: (typeof PARAMS)['hotKey']): string[] {
     }),
   ).filter(Boolean);
   if (fits.length) lines.push('Cost per turn against the round trip (a line over the round-trip times; the slope counts the round trips a hand-over waits for):', '', ...fits, '');
-  lines.push(...image(CHART_NAMES.hotKeyCost));
+  lines.push(...image(CHART_NAMES.hotKeyCost), ...turnModel());
   return lines;
+}
+
+/**
+ * Our turn taken apart (the model scenario 3a's note uses): a turn is a hold and the gap to the
+ * next, and a gap either stays in the process or goes to another. The parts' sum is checked
+ * against the measured turn, and the turn to another process is fitted against the round trip:
+ * its slope counts the round trips it waits for (2 by design: the release reaching the masters
+ * and their message coming back, then the waiter's confirmation), its intercept is this machine's part.
+ */
+function turnModel(): string[] {
+  const rows: string[] = [];
+  for (const [p, processes] of PARAMS.processes.entries()) {
+    for (const [r, rtt] of PARAMS.rtts.entries()) {
+      const f = (library: LibraryId, figure: string) => hotKeyFigure(library, r, p, figure);
+      const turn = 1000 / f(OURS, 'throughput');
+      if (!Number.isFinite(turn)) continue;
+      const share = f(OURS, 'crossShare');
+      const parts = f(OURS, 'meanHold') + (1 - share) * f(OURS, 'handoverSame') + share * (Number.isFinite(f(OURS, 'handoverCross')) ? f(OURS, 'handoverCross') : 0);
+      rows.push(
+        `| ${processes} | ${rtt} | ${fmt(turn, 2)} | ${fmt(parts, 2)} | ${fmt(f(OURS, 'meanHold'), 2)} | ${fmt(f(LIMIT, 'meanHold'), 2)} | ` +
+          `${fmt(share, 2)} | ${fmt(f(OURS, 'handoverSame'), 2)} | ${fmt(f(OURS, 'handoverCross'), 2)} |`,
+      );
+    }
+  }
+  if (!rows.length) return [];
+  const crossFits = PARAMS.processes.flatMap((processes, p) => {
+    const rtts = PARAMS.rtts.filter((_, r) => Number.isFinite(hotKeyFigure(OURS, r, p, 'handoverCross')));
+    if (rtts.length < 2) return [];
+    const fit = linearFit(rtts, rtts.map((rtt) => hotKeyFigure(OURS, PARAMS.rtts.indexOf(rtt), p, 'handoverCross')));
+    return [`- ${processes} processes: a turn to another process ≈ ${fmt(fit.intercept, 2)} ms + ${fmt(fit.slope, 2)} × round trip (r² ${fmt(fit.r2, 2)})`];
+  });
+  return [
+    '',
+    `**Our turn taken apart.** A turn of the lock is a hold and the gap to the next; a gap stays in the process (a hand-over ` +
+      'without the masters, or the release and round that end a batch) or goes to another process (a release, the masters\' ' +
+      'grant and its message, the waiter\'s confirmation). "Parts" = hold + (1 − share to another process) × gap in the process ' +
+      '+ share × gap to another process: it must come out at the measured turn (1000 ÷ holds/s; the two differ by the time ' +
+      'before the first hold and after the last).',
+    '',
+    '| processes | round trip (ms) | turn measured (ms) | parts (ms) | hold (ms) | the limit\'s hold (ms) | turns to another process | gap in the process (ms) | gap to another process (ms) |',
+    '|---|---|---|---|---|---|---|---|---|',
+    ...rows,
+    '',
+    ...(crossFits.length
+      ? ['The turn to another process against the round trip: the slope counts the round trips it waits for (2 by design), the intercept is this machine\'s part.', '', ...crossFits, '']
+      : []),
+  ];
 }

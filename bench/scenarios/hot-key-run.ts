@@ -84,6 +84,9 @@ export const MUTEX_METRICS: readonly Metric[] = [
   { key: 'idealWait', label: 'ideal FIFO wait (ms)', better: 'lower', digits: 1, informational: true },
   { key: 'meanHold', label: 'mean hold (ms)', better: 'lower', digits: 2, informational: true },
   { key: 'handoverP50', label: 'hand-over p50 (ms)', better: 'lower', digits: 2 },
+  { key: 'crossShare', label: 'turns to another process', better: 'lower', digits: 2, informational: true },
+  { key: 'handoverSame', label: 'hand-over mean, same process (ms)', better: 'lower', digits: 2, informational: true },
+  { key: 'handoverCross', label: 'hand-over mean, to another process (ms)', better: 'lower', digits: 2, informational: true },
   { key: 'cycles', label: 'holds', better: 'higher', digits: 0, informational: true },
   { key: 'failures', label: 'failed acquires', better: 'lower', digits: 0, informational: true },
   { key: 'censored', label: 'waits cut off', better: 'lower', digits: 0, informational: true },
@@ -96,6 +99,7 @@ export const MUTEX_METRICS: readonly Metric[] = [
  */
 export function summarizeMutex(reports: readonly WorkerReport[], contenders: number, windowNs: number): Figures {
   const holds = reports.flatMap((r) => r.holds).sort((a, b) => a[0] - b[0]);
+  const turns = handOverTurns(reports, windowNs);
   const inside = holds.reduce((sum, [from, to]) => sum + Math.max(0, Math.min(to, windowNs) - Math.max(from, 0)), 0);
   let overlaps = 0;
   let lastEnd = -Infinity;
@@ -115,9 +119,35 @@ export function summarizeMutex(reports: readonly WorkerReport[], contenders: num
     idealWait: (contenders - 1) * meanHoldMs,
     meanHold: meanHoldMs,
     handoverP50: percentile(ascending(handovers), 50),
+    ...turns,
     cycles: inWindow.length,
     failures: reports.reduce((sum, r) => sum + r.failures, 0),
     censored: reports.reduce((sum, r) => sum + r.censored, 0),
     overlaps,
+  };
+}
+
+/**
+ * The turns of the lock in the window, by where they go: the share that passes to a worker of
+ * another process, and the mean gap (one hold's release call to the next hold) of the turns that
+ * stay in the process and of those that leave it. A turn within a process can be a hand-over
+ * without the masters; one to another process always goes through them.
+ */
+export function handOverTurns(reports: readonly WorkerReport[], windowNs: number): Figures {
+  const holds = reports
+    .flatMap((r, process) => r.holds.map(([from, to]) => ({ from, to, process })))
+    .filter(({ from }) => from < windowNs)
+    .sort((a, b) => a.from - b.from);
+  const same: number[] = [];
+  const cross: number[] = [];
+  for (let i = 1; i < holds.length; i++) {
+    const gap = (holds[i]!.from - holds[i - 1]!.to) / 1e6;
+    (holds[i]!.process === holds[i - 1]!.process ? same : cross).push(gap);
+  }
+  const turns = same.length + cross.length;
+  return {
+    crossShare: turns ? cross.length / turns : Number.NaN,
+    handoverSame: same.length ? mean(same) : Number.NaN,
+    handoverCross: cross.length ? mean(cross) : Number.NaN,
   };
 }

@@ -1,4 +1,4 @@
-import { LIBRARIES, LIMIT, type LibraryId } from '../adapters/index.js';
+import { LIBRARIES, LIMIT, OURS, type LibraryId } from '../adapters/index.js';
 import { MUTEX_METRICS, runHotKey, summarizeMutex, type HotKeyShape } from './hot-key-run.js';
 import type { Figures, Scenario } from './scenario.js';
 
@@ -31,6 +31,7 @@ export const hotKeyStore: Scenario<Params> = {
     { key: 'p99OfIdeal', label: 'wait p99 ÷ ideal FIFO', better: 'lower', digits: 2 },
     { key: 'lostUpdates', label: 'lost updates', better: 'lower', digits: 0, informational: true },
   ],
+  explain: (median) => explainTurns(median, 0.85),
   params: {
     full: { processes: 4, workersPerProcess: 5, holdMs: 2, cycles: 40, durationMs: 15_000, graceMs: 3_000, ttlMs: 10_000 },
     smoke: { processes: 2, workersPerProcess: 2, holdMs: 2, cycles: 10, durationMs: 5_000, graceMs: 500, ttlMs: 10_000 },
@@ -58,4 +59,39 @@ export async function runStoreHotKey(library: LibraryId, urls: readonly string[]
     lostUpdates: Math.max(0, holds - (counter ?? 0)), // a run cut off may have written without its release answering
     runSeconds: windowNs / 1e9,
   };
+}
+
+/**
+ * Scenario 3a's share of the limit taken apart: a turn of the lock is a hold and the gap to the
+ * next one, and the gaps are of two sorts (to a worker of the same process, to another process).
+ * The sum is checked against the measured time per turn, and the target is turned into what a
+ * turn to another process may cost at most.
+ */
+function explainTurns(median: (library: LibraryId, key: string) => number, target: number): string[] {
+  const limitTurn = 1000 / median(LIMIT, 'throughput');
+  const limitHold = median(LIMIT, 'meanHold');
+  const turn = 1000 / median(OURS, 'throughput');
+  const hold = median(OURS, 'meanHold');
+  const f = median(OURS, 'crossShare');
+  const same = median(OURS, 'handoverSame');
+  const cross = median(OURS, 'handoverCross');
+  const modelled = hold + (1 - f) * same + f * cross;
+  const allowed = limitTurn / target;
+  const crossAllowed = (allowed - hold - (1 - f) * same) / f;
+  const ms = (value: number) => `${value.toFixed(2)} ms`;
+  return [
+    `**Where our turn goes.** A turn of the lock is one hold and the gap to the next. The limit's turn: ${ms(limitTurn)} ` +
+      `(its hold ${ms(limitHold)}). Ours: ${ms(turn)} measured (the run's length ÷ its holds), against ` +
+      `${ms(modelled)} from its parts: the hold, ${ms(hold)} (${ms(hold - limitHold)} longer than the limit's: the same ` +
+      'store round trips and timer, run by 4 processes beside the masters on this machine instead of by one), ' +
+      `${(100 * (1 - f)).toFixed(0)}% of the turns staying in their process at ${ms(same)} each, ` +
+      `and ${(100 * f).toFixed(0)}% going to another process at ${ms(cross)} each (a release, the masters' grant, its message ` +
+      `and the waiter's confirmation). The longer hold alone caps the share at ${(limitTurn / hold).toFixed(3)}. ` +
+      `A share of ${target} needs a turn of at most ${ms(allowed)}: with this hold and these turns, a turn to another process ` +
+      (crossAllowed > 0
+        ? `could cost at most ${ms(crossAllowed)}, against the ${ms(cross)} it costs here. `
+        : 'would have to cost less than nothing. ') +
+      'What that cost is made of, this machine\'s part and the round trips\', is in the scaling section below ' +
+      '("Hot key against the number of processes": the turn to another process against the round trip).',
+  ];
 }

@@ -35,6 +35,8 @@ export interface Scenario<P = any> {
   /** With the limit among the libraries: the figure (a count or rate) every library is shown as a share of the limit's. */
   readonly limitMetric?: string;
   readonly metrics: readonly Metric[];
+  /** Lines after the table that explain its figures from the medians (a model, checked against them). */
+  readonly explain?: (median: (library: LibraryId, key: string) => number) => string[];
   readonly params: { readonly full: P; readonly smoke: P };
   run(context: ScenarioContext<P>): Promise<Figures>;
 }
