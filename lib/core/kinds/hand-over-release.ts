@@ -4,7 +4,8 @@ import type { HeldBy, KindParts } from './hold-kind.js';
 /**
  * The release of a kind that passes holds on within a process (locks, permits): to the caller of
  * this process asleep on `line`, if LocalHandOver's rules allow, else `free` on the masters, after
- * which the next caller of this process asleep there tries at once.
+ * which the next caller of this process asleep there tries at once (unless the masters queue it
+ * and will name it: see LocalHandOver.wakeNext).
  * `keep`: what the old holder's queue entries leave behind (see QueueEntries.leave).
  */
 export async function handOverOrFree(
@@ -26,16 +27,17 @@ export async function handOverOrFree(
   }
   handOver.released(lock, line);
   const result = await free();
-  handOver.wakeNext(line);
+  handOver.wakeNext(line, parts.handsOff);
   return result;
 }
 
 /**
  * A hold of a kind that passes holds on within a process, handed to another process: nobody here
- * gets it, the masters keep it, and the next caller of this process asleep on `line` goes to ask.
+ * gets it, the masters keep it, and the next caller of this process asleep on `line` goes to ask
+ * (unless the masters queue it and will name it).
  */
 export function handAwayFrom(parts: KindParts, lock: Lock, held: HeldBy | undefined, line: string, keep: string): void {
   if (held && held.waiterId !== '') parts.entries.leave(lock.resources, held.waiter, keep);
   parts.handOver.released(lock, line);
-  parts.handOver.wakeNext(line);
+  parts.handOver.wakeNext(line, parts.handsOff);
 }

@@ -102,10 +102,16 @@ export class LocalHandOver {
 
   /**
    * After a real release: the next caller may be standing by without a place in the masters'
-   * queue, and so may others behind it (see #wakeStrandedStandBys).
+   * queue, and so may others behind it (see #wakeStrandedStandBys). `mastersName`: the release
+   * named the masters' next waiter to it.
    */
-  wakeNext(line: string): void {
-    this.#sleepingHeads.get(line)?.[0]?.wakeNow();
+  wakeNext(line: string, mastersName: boolean): void {
+    const head = this.#sleepingHeads.get(line)?.[0];
+    // Where releases name the masters' next waiter (hand-off on), a head queued on the masters is
+    // named when its turn comes, and the key channel it listens to hears a key freed for anyone.
+    // Woken here it would send a round the masters refuse whenever their next waiter is another
+    // process's: on that waiter's path, since the masters and both processes share the machine.
+    if (head && !(mastersName && head.enlisted)) head.wakeNow();
     this.#wakeStrandedStandBys(line);
   }
 
