@@ -144,10 +144,11 @@ export function handOverTurns(reports: readonly WorkerReport[], windowNs: number
     const gap = (holds[i]!.from - holds[i - 1]!.to) / 1e6;
     (holds[i]!.process === holds[i - 1]!.process ? same : cross).push(gap);
   }
+  // A figure with nothing to measure is left out (a NaN would reach the parent as null).
   const turns = same.length + cross.length;
   return {
-    crossShare: turns ? cross.length / turns : Number.NaN,
-    handoverSame: same.length ? mean(same) : Number.NaN,
-    handoverCross: cross.length ? mean(cross) : Number.NaN,
+    ...(turns ? { crossShare: cross.length / turns } : {}),
+    ...(same.length ? { handoverSame: mean(same) } : {}),
+    ...(cross.length ? { handoverCross: mean(cross) } : {}),
   };
 }

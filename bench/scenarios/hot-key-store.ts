@@ -83,7 +83,7 @@ function explainTurns(median: (library: LibraryId, key: string) => number, targe
     `**Where our turn goes.** A turn of the lock is one hold and the gap to the next. The limit's turn: ${ms(limitTurn)} ` +
       `(its hold ${ms(limitHold)}). Ours: ${ms(turn)} measured (the run's length ÷ its holds), against ` +
       `${ms(modelled)} from its parts: the hold, ${ms(hold)} (${ms(hold - limitHold)} longer than the limit's: the same ` +
-      'store round trips and timer, run by 4 processes beside the masters on this machine instead of by one), ' +
+      'store round trips and timer, run by the lock\'s processes beside the masters on this machine instead of by one), ' +
       `${(100 * (1 - f)).toFixed(0)}% of the turns staying in their process at ${ms(same)} each, ` +
       `and ${(100 * f).toFixed(0)}% going to another process at ${ms(cross)} each (a release, the masters' grant, its message ` +
       `and the waiter's confirmation). The longer hold alone caps the share at ${(limitTurn / hold).toFixed(3)}. ` +
