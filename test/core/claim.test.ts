@@ -30,8 +30,9 @@ describe('claim: a lock left to expire', () => {
   it('lapses at its ttl, and a resource another owner holds cannot be claimed', async () => {
     const a = await engine();
     const b = await engine();
-    expect(await a.redlock.claim('lease', 50)).toBe(true);
-    await expect.poll(() => b.redlock.claim('lease', 60_000), { interval: 20 }).toBe(true);
+    // Short, but long enough that one round on a loaded host leaves it validity (50 ms did not).
+    expect(await a.redlock.claim('lease', 1_000)).toBe(true);
+    await expect.poll(() => b.redlock.claim('lease', 60_000), { interval: 50, timeout: 10_000 }).toBe(true);
     const held = await a.redlock.acquire('held', 60_000);
     expect(await b.redlock.claim('held', 60_000)).toBe(false);
     await held.release();

@@ -29,9 +29,11 @@ const SHORT_MS = 5_000;
 /**
  * Scheduling noise allowed between the engine's clock reads and the worker's (a 2-core CI box):
  * a double-load run had a read-write worker descheduled 164 ms between its invoke event and the
- * engine's round (the engine counts validity from its own round start, which is later).
+ * engine's round (the engine counts validity from its own round start, which is later); a gap d
+ * there makes an honest promise look up to 2d too long, and on a machine half as fast one
+ * looked 271 ms too long. The latency scenario holds the engine's promise to 100 ms.
  */
-const VALIDITY_SLACK_MS = 250;
+const VALIDITY_SLACK_MS = 400;
 
 type Episode = 'slow' | 'slow+paused' | 'slow+killed';
 const EPISODES: readonly Episode[] = ['slow', 'slow+paused', 'slow+killed'];
