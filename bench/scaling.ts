@@ -12,6 +12,7 @@ import { createAdapter, LIBRARIES, LIMIT, OURS, type LibraryId } from './adapter
 import { fmt, SCALING_MARKERS, utcMinute, withSection } from './report.js';
 import type { LatencyJob, LatencyPoint } from './scaling-latency.js';
 import { runStoreHotKey } from './scenarios/hot-key-store.js';
+import { turnFromParts } from './scenarios/hot-key-run.js';
 import type { Figures } from './scenarios/scenario.js';
 import { type Chart, chartsDirFor, imageLink, writeCharts } from './support/charts.js';
 import { DelayProxy, type ProxyStats } from './support/delay-proxy.js';
@@ -606,7 +607,7 @@ function turnModel(): string[] {
       const turn = 1000 / f(OURS, 'throughput');
       if (!Number.isFinite(turn)) continue;
       const share = f(OURS, 'crossShare');
-      const parts = f(OURS, 'meanHold') + (1 - share) * f(OURS, 'handoverSame') + share * (Number.isFinite(f(OURS, 'handoverCross')) ? f(OURS, 'handoverCross') : 0);
+      const parts = turnFromParts((key) => f(OURS, key));
       rows.push(
         `| ${processes} | ${rtt} | ${fmt(turn, 2)} | ${fmt(parts, 2)} | ${fmt(f(OURS, 'meanHold'), 2)} | ${fmt(f(LIMIT, 'meanHold'), 2)} | ` +
           `${fmt(share, 2)} | ${fmt(f(OURS, 'handoverSame'), 2)} | ${fmt(f(OURS, 'handoverCross'), 2)} |`,

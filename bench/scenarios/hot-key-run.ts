@@ -98,8 +98,8 @@ export const MUTEX_METRICS: readonly Metric[] = [
  * inside the lock, waits against the ideal FIFO wait, hand-over, holds, overlaps.
  */
 export function summarizeMutex(reports: readonly WorkerReport[], contenders: number, windowNs: number): Figures {
-  const holds = reports.flatMap((r) => r.holds).sort((a, b) => a[0] - b[0]);
-  const turns = handOverTurns(reports, windowNs);
+  // Each hold with the process it ran in: a turn between two of them stays in it or leaves it.
+  const holds = reports.flatMap((r, process) => r.holds.map(([from, to]) => [from, to, process] as const)).sort((a, b) => a[0] - b[0]);
   const inside = holds.reduce((sum, [from, to]) => sum + Math.max(0, Math.min(to, windowNs) - Math.max(from, 0)), 0);
   let overlaps = 0;
   let lastEnd = -Infinity;
@@ -111,6 +111,7 @@ export function summarizeMutex(reports: readonly WorkerReport[], contenders: num
   const meanHoldMs = mean(holds.map(([from, to]) => (to - from) / 1e6));
   const inWindow = holds.filter(([from]) => from < windowNs);
   const handovers = inWindow.slice(1).map(([from], i) => (from - inWindow[i]![1]) / 1e6);
+  const leaves = inWindow.slice(1).map(([, , process], i) => process !== inWindow[i]![2]);
   return {
     insideShare: inside / windowNs,
     waitP50: percentile(waits, 50),
@@ -119,7 +120,7 @@ export function summarizeMutex(reports: readonly WorkerReport[], contenders: num
     idealWait: (contenders - 1) * meanHoldMs,
     meanHold: meanHoldMs,
     handoverP50: percentile(ascending(handovers), 50),
-    ...turns,
+    ...handOverTurns(handovers, leaves),
     cycles: inWindow.length,
     failures: reports.reduce((sum, r) => sum + r.failures, 0),
     censored: reports.reduce((sum, r) => sum + r.censored, 0),
@@ -128,27 +129,25 @@ export function summarizeMutex(reports: readonly WorkerReport[], contenders: num
 }
 
 /**
- * The turns of the lock in the window, by where they go: the share that passes to a worker of
- * another process, and the mean gap (one hold's release call to the next hold) of the turns that
- * stay in the process and of those that leave it. A turn within a process can be a hand-over
- * without the masters; one to another process always goes through them.
+ * The turns of the lock (the gaps between consecutive holds, and whether each went to another
+ * process), by where they go: the share that passes to a worker of another process, and the mean
+ * gap of the turns that stay in the process and of those that leave it. A turn within a process
+ * can be a hand-over without the masters; one to another process always goes through them.
  */
-export function handOverTurns(reports: readonly WorkerReport[], windowNs: number): Figures {
-  const holds = reports
-    .flatMap((r, process) => r.holds.map(([from, to]) => ({ from, to, process })))
-    .filter(({ from }) => from < windowNs)
-    .sort((a, b) => a.from - b.from);
-  const same: number[] = [];
-  const cross: number[] = [];
-  for (let i = 1; i < holds.length; i++) {
-    const gap = (holds[i]!.from - holds[i - 1]!.to) / 1e6;
-    (holds[i]!.process === holds[i - 1]!.process ? same : cross).push(gap);
-  }
+function handOverTurns(gaps: readonly number[], leaves: readonly boolean[]): Figures {
+  const same = gaps.filter((_, i) => !leaves[i]);
+  const cross = gaps.filter((_, i) => leaves[i]);
   // A figure with nothing to measure is left out (a NaN would reach the parent as null).
-  const turns = same.length + cross.length;
   return {
-    ...(turns ? { crossShare: cross.length / turns } : {}),
+    ...(gaps.length ? { crossShare: cross.length / gaps.length } : {}),
     ...(same.length ? { handoverSame: mean(same) } : {}),
     ...(cross.length ? { handoverCross: mean(cross) } : {}),
   };
+}
+
+/** A turn's parts summed (see handOverTurns): the hold, then the gap, in or out of the process as often as it is. */
+export function turnFromParts(figure: (key: string) => number): number {
+  const share = figure('crossShare');
+  const cross = share > 0 ? share * figure('handoverCross') : 0;
+  return figure('meanHold') + (1 - share) * figure('handoverSame') + cross;
 }

@@ -1,5 +1,5 @@
 import { LIBRARIES, LIMIT, OURS, type LibraryId } from '../adapters/index.js';
-import { MUTEX_METRICS, runHotKey, summarizeMutex, type HotKeyShape } from './hot-key-run.js';
+import { MUTEX_METRICS, runHotKey, summarizeMutex, turnFromParts, type HotKeyShape } from './hot-key-run.js';
 import type { Figures, Scenario } from './scenario.js';
 
 type Params = HotKeyShape & { cycles: number };
@@ -75,7 +75,7 @@ function explainTurns(median: (library: LibraryId, key: string) => number, targe
   const f = median(OURS, 'crossShare');
   const same = median(OURS, 'handoverSame');
   const cross = median(OURS, 'handoverCross');
-  const modelled = hold + (1 - f) * same + f * cross;
+  const modelled = turnFromParts((key) => median(OURS, key));
   const allowed = limitTurn / target;
   const crossAllowed = (allowed - hold - (1 - f) * same) / f;
   const ms = (value: number) => `${value.toFixed(2)} ms`;
