@@ -86,10 +86,13 @@ describe.each(EVERY_CLIENT_VERSION)('on %s', (library: ClientLibrary) => {
       const names = ['a', 'b', 'c'].map((n) => `mr-${masters}-${n}`);
       await expect(contender.acquire(names, 5_000, { retryCount: 0 })).rejects.toBeInstanceOf(LockHeldError);
       const clients = probes.slice(0, masters);
-      // The failed attempt's cleanup settles at a quorum: a lagging master may still hold a or c a moment.
-      await expect
-        .poll(async () => (await keysOn(clients, `redlock:mr-${masters}-*`)).map((keys) => [...keys].sort()), { timeout: 5_000 })
-        .toEqual(clients.map(() => [`redlock:mr-${masters}-b`]));
+      // The failed attempt's cleanup settles at a quorum: a lagging master may still hold a or c a
+      // moment. The holder's own grant settled at a quorum too: where its take was late (waiting
+      // for its master to be identified, on a loaded machine) the contender's got there first, and
+      // that master holds no b once the contender's cleanup lands.
+      const heldThere = async () => (await keysOn(clients, `redlock:mr-${masters}-*`)).map((keys) => [...keys].sort().join(' '));
+      await expect.poll(async () => (await heldThere()).filter((keys) => keys !== '' && keys !== `redlock:mr-${masters}-b`), { timeout: 5_000 }).toEqual([]);
+      expect((await heldThere()).filter((keys) => keys !== '').length).toBeGreaterThanOrEqual(Math.floor(masters / 2) + 1);
 
       await middle.release();
       const all = await contender.acquire(names, 5_000, { retryCount: 0 });

@@ -299,4 +299,21 @@ describe('the safety checker', () => {
     const waited = hold({ token: 'c', invoke: 0, ok: 400, validFor: 900 });
     expect(checkHistory(waited, { validitySlackMs: 5 }).ok).toBe(true);
   });
+
+  it("judges a single round by the engine's timing of it where the worker has it, not by a descheduled worker's events", () => {
+    // The worker invoked at 0 and recorded its grant at 700; the engine began the call at 150 and
+    // had its grant at 200 (a 50 ms round). Valid until 150 + 1000 - 12 - 50 = 1088 at most.
+    const timed = (token: string, validUntil: number) =>
+      hold({ token, invoke: 0, ok: 700, validFor: validUntil - 700, single: true }).map((event) =>
+        event.phase === 'ok' ? { ...event, engineStartedAt: T(150), engineMs: 50 } : event,
+      );
+    // By the worker's events alone this honest promise looks 700 ms too long.
+    const honest = timed('a', 1088);
+    expect(checkHistory(honest.map(({ engineStartedAt: _, engineMs: __, ...event }) => event), { validitySlackMs: 5 }).counts['validity-excess']).toBe(1);
+    expect(checkHistory(honest, { validitySlackMs: 5 }).ok).toBe(true);
+    // Still caught: a promise that ignored the round's 50 ms.
+    const greedy = checkHistory(timed('b', 1138), { validitySlackMs: 5 });
+    expect(greedy.counts['validity-excess']).toBe(1);
+    expect(greedy.violations[0]!.message).toMatch(/taken in 50\.0 ms promised validity until 988\.0 ms after the call began in the engine/);
+  });
 });

@@ -201,10 +201,14 @@ function checkValidity(events: readonly HistoryEvent[], holds: readonly Hold[], 
       continue;
     }
     if (!ok.single || hold.invokedAt === undefined || ok.ttl === undefined) continue;
-    // validUntil = start + ttl - (end - start) - drift, with invoke <= start and end <= ok.
+    // validUntil = start + ttl - (end - start) - drift. By the engine's own timing of the call
+    // where the worker has it (start a few microseconds before the round's, end the round's);
+    // else with invoke <= start and end <= ok, which a descheduled worker stretches.
     const drift = Math.round(ok.ttl * (ok.driftFactor ?? 0.01)) + 2;
-    const elapsed = hold.okAt - hold.invokedAt;
-    const bound = hold.invokedAt + nsFromMs(ok.ttl - drift) - elapsed + nsFromMs(slackMs);
+    const timed = ok.engineStartedAt !== undefined && ok.engineMs !== undefined;
+    const startedAt = timed ? ok.engineStartedAt! : hold.invokedAt;
+    const elapsed = timed ? nsFromMs(ok.engineMs!) : hold.okAt - hold.invokedAt;
+    const bound = startedAt + nsFromMs(ok.ttl - drift) - elapsed + nsFromMs(slackMs);
     if (granted > bound) {
       out.push({
         kind: 'validity-excess',
@@ -212,7 +216,7 @@ function checkValidity(events: readonly HistoryEvent[], holds: readonly Hold[], 
         at: hold.okAt,
         message:
           `${holder(hold)}: a ${ok.ttl} ms lock taken in ${ms(elapsed).toFixed(1)} ms promised validity until ` +
-          `${ms(granted - hold.invokedAt).toFixed(1)} ms after the call, more than ttl - drift - elapsed allows`,
+          `${ms(granted - startedAt).toFixed(1)} ms after the call${timed ? ' began in the engine' : ''}, more than ttl - drift - elapsed allows`,
       });
     }
   }

@@ -60,6 +60,12 @@ export interface HistoryEvent {
   driftFactor?: number;
   /** acquire: the call was exactly one round (tryAcquire), so its elapsed time is the round's. */
   single?: boolean;
+  /**
+   * acquire ok of a single round: when the engine began the call (its observer's acquireStarted,
+   * on the shared clock) and how long it took by the engine's clock, to its grant.
+   */
+  engineStartedAt?: bigint;
+  engineMs?: number;
   /** acquire ok: a reader (`'read'`); absent for the exclusive lock. */
   mode?: 'read' | 'write';
   /** acquire ok: granted by a release (server-side hand-off), with no round of the caller's own. */

@@ -42,12 +42,18 @@ async function newEngine(): Promise<Engine> {
   const clients = config.voters ? await connectSafetyVoters(config.voters) : await connectLockClients(LIBRARY, config.urls);
   // Warnings go into the history: a scenario can check what the engine told its operator.
   const logger = { warn: (message: string) => record({ worker: -1, op: 'warning', phase: 'ok', note: message.slice(0, 400) }) };
-  // Tells `acquire` which of its calls were granted by hand-off: the observer is made synchronously
-  // inside the call, so it takes the flag set just before it.
+  // Tells `acquire` which of its calls were granted by hand-off, and when the engine began and
+  // ended the call by its own clock: the observer is made synchronously inside the call, so it
+  // takes the record set just before it.
   const instrumentation = {
     acquireStarted: () => {
       const call = observing;
-      return call ? { handedOff: () => void (call.handedOff = true) } : undefined;
+      if (!call) return undefined;
+      call.startedAt = now();
+      return {
+        handedOff: () => void (call.handedOff = true),
+        ended: (_outcome: unknown, _error: unknown, durationMs: number) => void (call.durationMs = durationMs),
+      };
     },
   };
   const redlock = new Redlock(clients, { ...config.engine, logger, instrumentation });
@@ -120,8 +126,20 @@ interface Cycle {
 }
 
 let opIds = 0;
+/**
+ * What the engine's observer saw of one acquire call (see newEngine): whether a hand-off granted
+ * it, and when the engine began it and how long until its grant, by the engine's own clock reads.
+ * The worker's invoke and ok events lie outside those: a worker descheduled between them would
+ * make an honest promise of validity look too long, by up to twice the gap.
+ */
+interface Observed {
+  handedOff: boolean;
+  startedAt?: bigint;
+  durationMs?: number;
+}
+
 /** The acquire call being started, for the engine's observer (see newEngine). */
-let observing: { handedOff: boolean } | undefined;
+let observing: Observed | undefined;
 function newCycle(worker: number, resource: string, shape = cycleShape(config.shared)): Cycle {
   return { worker, resource, ttl: pick(config.ttlMs), id: `${proc}:${worker}:${++opIds}`, shape };
 }
@@ -133,7 +151,7 @@ async function acquire(engine: Engine, cycle: Cycle): Promise<Lock | undefined> 
   // (masters split on the slot), whose validity counts from its own start.
   const oneRound = single && (cycle.shape.limit ?? 1) <= 1;
   record({ worker, op: 'acquire', phase: 'invoke', id, resource, ttl, single: oneRound });
-  const observed = { handedOff: false };
+  const observed: Observed = { handedOff: false };
   try {
     observing = observed;
     const acquiring = single
@@ -146,7 +164,7 @@ async function acquire(engine: Engine, cycle: Cycle): Promise<Lock | undefined> 
       record({ worker, op: 'acquire', phase: 'fail', id, resource, code: 'LOCK_HELD' });
       return undefined;
     }
-    acquired(engine, cycle, lock, observed.handedOff, oneRound);
+    acquired(engine, cycle, lock, observed.handedOff, oneRound ? observed : undefined);
     return lock;
   } catch (error) {
     acquireFailures++;
@@ -160,8 +178,12 @@ function waitingOptions(cycle: Cycle) {
   return { ...cycle.shape, fencing: cycle.shape.fencing ?? true, signal: stopping.signal, waitTimeoutMs: config.waitTimeoutMs ?? 10_000 };
 }
 
-/** Records a successful acquire: the lock as the caller may now rely on it. */
-function acquired(engine: Engine, cycle: Cycle, lock: Lock, handedOff: boolean, oneRound = false): void {
+/**
+ * Records a successful acquire: the lock as the caller may now rely on it. `oneRound`: a single
+ * round's call, with the engine's own timing of it when its observer saw it.
+ */
+function acquired(engine: Engine, cycle: Cycle, lock: Lock, handedOff: boolean, oneRound?: Observed): void {
+  const timed = oneRound?.startedAt !== undefined && oneRound.durationMs !== undefined;
   const { worker, resource, ttl, id } = cycle;
   record({
     worker,
@@ -170,7 +192,8 @@ function acquired(engine: Engine, cycle: Cycle, lock: Lock, handedOff: boolean, 
     id,
     resource,
     ttl,
-    single: oneRound,
+    single: oneRound !== undefined,
+    ...(timed ? { engineStartedAt: oneRound.startedAt, engineMs: oneRound.durationMs } : {}),
     ...(handedOff ? { handedOff: true } : {}),
     driftFactor: engine.redlock.options.driftFactor,
     token: lock.token,
@@ -339,7 +362,7 @@ const DETACHED = 'detached reentry';
 async function usingCycle(engine: Engine, cycle: Cycle, inside?: () => void, note?: string): Promise<boolean> {
   const { worker, resource, ttl, id } = cycle;
   record({ worker, op: 'acquire', phase: 'invoke', id, resource, ttl, ...(note ? { note } : {}) });
-  const observed = { handedOff: false };
+  const observed: Observed = { handedOff: false };
   let held: Lock | undefined;
   try {
     observing = observed;
