@@ -64,7 +64,14 @@ describe('a burst of shared waiters in one process, on healthy masters', () => {
       const perMaster = clients.map(sharedScriptsSent);
       // The wait budget is generous: the outcome is under test (before: 208 to all of them failed
       // with QuorumUnreachableError within a second), not how fast a loaded machine serves them.
-      const calls = Array.from({ length: readers }, () => redlock.acquire('burst', 10_000, { mode: 'read', waitTimeoutMs: 60_000 }));
+      /** Readers whose lock had validity left as it came (read later, the first ones' 10 s may be over). */
+      let validOnArrival = 0;
+      const calls = Array.from({ length: readers }, () =>
+        redlock.acquire('burst', 10_000, { mode: 'read', waitTimeoutMs: 60_000 }).then((lock) => {
+          if (lock.mode === 'read' && lock.remainingMs() > 0) validOnArrival++;
+          return lock;
+        }),
+      );
       // Released once the first readers have asked every master (and been refused and queued).
       while (perMaster.some((seen) => seen.sent < SHARED_CONTENDERS)) await new Promise((resolve) => setImmediate(resolve));
       // Queued on the masters behind the writer (the line's first readers), before the release.
@@ -82,7 +89,7 @@ describe('a burst of shared waiters in one process, on healthy masters', () => {
       expect({ ...result.errors, QuorumUnreachableError: 0 }).toEqual({ QuorumUnreachableError: 0 });
       expect(unreachable).toBeLessThanOrEqual(readers * 0.05);
       expect(result.locks).toHaveLength(readers - unreachable);
-      expect(result.locks.every((lock) => lock.mode === 'read' && lock.remainingMs() > 0)).toBe(true);
+      expect(validOnArrival).toBe(result.locks.length);
       // Bounded rounds: a few per reader (refused and queued, woken, granted, and a retry when a
       // release found others ahead of it), not a storm: 3.6 to 5.4 per reader measured on two
       // loaded cores, depending on how the wake-ups and grants interleave.

@@ -50,11 +50,6 @@ const SHORT_MS = 5_000;
 const WRITE_MARGIN_MS = HOLDER_TTL / 4;
 /** What a shard master asks of new connections while its replica is cut off; nobody has it. */
 const HOLD_PASSWORD = 'replication-held';
-/**
- * What the validity rule allows beyond the engine's own timing of a round (the worker records
- * it from the engine's observer: see worker.ts), as latency and extend-ttls allow.
- */
-const VALIDITY_SLACK_MS = 100;
 /** Every wait on the servers is bounded by this. */
 const WAIT_MS = 30_000;
 
@@ -391,7 +386,7 @@ async function failoverScenario(quarantine: boolean, kind: Kind): Promise<void> 
       );
     }
   }
-  const result = await scenario.finish({ validitySlackMs: VALIDITY_SLACK_MS });
+  const result = await scenario.finish();
   expect(failures(result)).toBe('');
   if (!quarantine) expect(takeoverViolations(kind).reduce((n, violation) => n + result.counts[violation], 0)).toBeGreaterThan(0);
 }

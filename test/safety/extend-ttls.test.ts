@@ -26,12 +26,6 @@ const EPISODE_MS = 1_200;
 /** Healthy masters between episodes: slow rounds that split the votes leave little progress. */
 const CALM_MS = 700;
 const SHORT_MS = 5_000;
-/**
- * What the validity rule allows beyond the engine's own timing of a round (the worker records
- * it from the engine's observer: see worker.ts). It once had to cover a descheduled worker's gap
- * between its events and the engine's round (271 ms seen), when the checker timed from those.
- */
-const VALIDITY_SLACK_MS = 100;
 
 type Episode = 'slow' | 'slow+paused' | 'slow+killed';
 const EPISODES: readonly Episode[] = ['slow', 'slow+paused', 'slow+killed'];
@@ -110,7 +104,7 @@ for (const kind of KINDS) {
     scenario.expect(`some of them failed because masters were slow or down (${onFaults.length})`, onFaults.length > 0);
 
     expectSharing(scenario, kind);
-    const result = await scenario.finish({ validitySlackMs: VALIDITY_SLACK_MS });
+    const result = await scenario.finish();
     expect(failures(result)).toBe('');
   }, timeoutFor(SHORT_MS));
 }

@@ -22,8 +22,6 @@ const EPISODE_MS = 2_500;
 /** How long in each episode a fast master carries the stale key. */
 const STALE_MS = 1_800;
 const SHORT_MS = 5_000;
-/** Scheduling noise allowed between the engine's clock reads and the worker's (a 2-core CI box). */
-const VALIDITY_SLACK_MS = 100;
 
 const fixture = scenarioFixture({ proxied: true });
 
@@ -92,7 +90,7 @@ for (const kind of [...KINDS, WEIGHTED]) {
     // (none did in a double-load CI run); what this scenario tests is validity, for every kind.
     const { what, most } = sharedAtOnce(kind, checkHistory(scenario.history.events()).holds);
     if (kind.shared) scenario.expect(`${what} held together: at most ${most} at once on one resource`, true);
-    const result = await scenario.finish({ validitySlackMs: VALIDITY_SLACK_MS });
+    const result = await scenario.finish();
     expect(failures(result)).toBe('');
   }, timeoutFor(SHORT_MS));
 }

@@ -132,8 +132,7 @@ async function restartScenario(quarantine: boolean): Promise<void> {
       lateWritesRejected === fencedTakeovers,
     );
   }
-  // Slack for a worker descheduled between its invoke event and its round (a loaded machine); overlaps are checked exactly.
-  const result = await scenario.finish({ validitySlackMs: 250 });
+  const result = await scenario.finish();
   expect(failures(result)).toBe('');
   if (!quarantine) expect(result.counts.overlap).toBeGreaterThan(0);
 }

@@ -180,9 +180,7 @@ async function failoverScenario(quarantine: boolean, kind: Kind): Promise<void> 
       );
     }
   }
-  // Slack for a worker descheduled between its invoke event and its round (a loaded machine: a
-  // 51 ms excess under double load); overlaps are checked exactly.
-  const result = await scenario.finish({ validitySlackMs: 250 });
+  const result = await scenario.finish();
   expect(failures(result)).toBe('');
   if (!quarantine) expect(takeoverViolations(kind).reduce((n, violation) => n + result.counts[violation], 0)).toBeGreaterThan(0);
 }

@@ -70,8 +70,7 @@ for (const shape of SHAPES) {
     scenario.expect(`live with 2 of 5 down (${episodes.liveTwoDown}/${episodes.run} episodes)`, episodes.liveTwoDown === episodes.run);
     scenario.expect(`live again once both are back (${episodes.liveAgain}/${episodes.run} episodes)`, episodes.liveAgain === episodes.run);
     scenario.expect(`${permits ? 'permits' : 'readers'} did hold together (at most ${together} at once)`, together > 1);
-    // Slack for a worker descheduled between its invoke event and its round (loaded machine); overlaps are checked exactly.
-    const result = await scenario.finish({ validitySlackMs: 250 });
+    const result = await scenario.finish();
     expect(failures(result)).toBe('');
   }, timeoutFor(SHORT_MS) * 2);
 }

@@ -23,12 +23,6 @@ import { History, now, nsFromMs } from './support/history.js';
 // Weighted permits: A takes 3 of a limit of 4 and the workers ask for 2, so the control's
 // overlap is two holders of five permits, which only the checker's weighted rule sees.
 
-/**
- * The invoke event is stamped just before the call and the engine's round starts a moment later:
- * a process descheduled in between (a loaded machine) seems to promise that much too much
- * validity. The slack covers such stalls; every overlap is still checked exactly.
- */
-const VALIDITY_SLACK_MS = 250;
 const TTL = 4_000;
 const WORKER_TTL = 1_000;
 const ATTEMPTS = 12;
@@ -186,7 +180,7 @@ async function scenario(kind: Shape, quarantine: boolean) {
     await later!.release();
   }
   for (const { engine } of workers) engine.close();
-  return { result: checkHistory(history.events(), { validitySlackMs: VALIDITY_SLACK_MS }), notices };
+  return { result: checkHistory(history.events()), notices };
 }
 
 describe.each(['rw', 'semaphore', 'weighted'] as const)('%s: a master of the holder’s majority restarted empty at once', (kind) => {
