@@ -124,9 +124,12 @@ export class RedisNode {
     return batch.add(item);
   }
 
+  /** Sends a script alone: at once, or behind this tick's batched requests made before it (TickLane). */
   run(script: LuaScript, keys: readonly string[], args: readonly (string | number)[]): Promise<unknown> {
     // Keys and arguments as one array, never spread: a call's arguments live on the stack.
-    return runScript(this.client, script.sha, script.source, keys.length, [...keys, ...args]);
+    const argv = [...keys, ...args];
+    if (!this.#lane.waiting) return runScript(this.client, script.sha, script.source, keys.length, argv);
+    return this.#lane.inOrder(() => runScript(this.client, script.sha, script.source, keys.length, argv));
   }
 
   /**
@@ -135,7 +138,7 @@ export class RedisNode {
    * reply comes as an AckedReply.
    */
   write(script: LuaScript, keys: readonly string[], args: readonly (string | number)[], acks: ReplicaWait | undefined): Promise<unknown> {
-    return acks ? this.#runAcked(script, keys, args, acks) : this.run(script, keys, args);
+    return acks ? this.#lane.inOrder(() => this.#runAcked(script, keys, args, acks)) : this.run(script, keys, args);
   }
 
   async #runAcked(script: LuaScript, keys: readonly string[], args: readonly (string | number)[], wait: ReplicaWait): Promise<AckedReply> {
