@@ -217,43 +217,51 @@ export interface AvaRun {
 
 export const passed = (result: AvaTestResult | undefined): boolean => result?.ok === true && result.directive === undefined;
 
+/** How many more runs a test failed by ava gets (see runAvaWithRetry). */
+const AVA_RETRIES = 2;
+
 /**
- * Runs ava over both vendored files; then runs again, once, the tests that did not pass (each file
+ * Runs ava over both vendored files; then runs again, up to AVA_RETRIES times, the tests that did not pass (each file
  * alone, `--match` on their titles). node-redlock's tests check TTLs to within 97-99 ms of a
  * lock's duration (floor(pttl / 200) against floor(duration / 200), the duration being
  * 900719925474099 ms, 99 above a multiple of 200) and auto-extension within 200 ms: on a starved
  * 2-core machine a first run can miss them by a few milliseconds. The retry runs them one at a
  * time (the first run keeps node-redlock's concurrency). A test that fails for a real
- * reason fails both times; one that passed only on retry is reported (AvaRun.passedOnRetry).
- * NR_RETRY=0 turns the second run off.
+ * reason fails every time; one that passed only on retry is reported (AvaRun.passedOnRetry).
+ * NR_RETRY=0 turns the retries off.
  */
 export async function runAvaWithRetry(implementation: Implementation, serverEnv: Record<string, string>, flush: () => Promise<void>): Promise<AvaRun> {
   await flush();
   const first = await runAva(implementation, serverEnv);
   if (process.env.NR_RETRY === '0') return first;
   const tests = vendoredTests();
-  const failed = tests.filter(({ key }) => !passed(first.results.get(key)));
+  let failed = tests.filter(({ key }) => !passed(first.results.get(key)));
   // Nothing ran at all (a file did not load): a retry would tell nothing new.
   if (failed.length === 0 || first.results.size === 0) return first;
   const results = new Map(first.results);
   const passedOnRetry: AvaTestResult[] = [];
   let { stdout, stderr, ms } = first;
-  for (const file of VENDORED_FILES) {
-    const prefix = file.replace(/\.test\.ts$/, '');
-    const titles = failed.filter((t) => t.file === prefix).map((t) => t.title);
-    if (titles.length === 0) continue;
-    await flush();
-    const retry = await runAva(implementation, serverEnv, { file, titles });
-    stdout += `\n# retry of ${prefix}: ${titles.length} test(s)\n${retry.stdout}`;
-    stderr += retry.stderr;
-    ms += retry.ms;
-    for (const title of titles) {
-      const key = `${prefix} › ${title}`;
-      const again = retry.results.get(key);
-      if (!again) continue;
-      if (passed(again) && first.results.has(key)) passedOnRetry.push(first.results.get(key)!);
-      results.set(key, again);
+  // Twice: upstream's own timing checks (an expiration within 200 ms of its ttl) failed node-redlock
+  // itself two runs in a row beside a second copy of the suite.
+  for (let retry = 1; retry <= AVA_RETRIES && failed.length > 0; retry++) {
+    for (const file of VENDORED_FILES) {
+      const prefix = file.replace(/\.test\.ts$/, '');
+      const titles = failed.filter((t) => t.file === prefix).map((t) => t.title);
+      if (titles.length === 0) continue;
+      await flush();
+      const again = await runAva(implementation, serverEnv, { file, titles });
+      stdout += `\n# retry ${retry} of ${prefix}: ${titles.length} test(s)\n${again.stdout}`;
+      stderr += again.stderr;
+      ms += again.ms;
+      for (const title of titles) {
+        const key = `${prefix} › ${title}`;
+        const result = again.results.get(key);
+        if (!result) continue;
+        if (passed(result) && first.results.has(key)) passedOnRetry.push(first.results.get(key)!);
+        results.set(key, result);
+      }
     }
+    failed = failed.filter(({ key }) => !passed(results.get(key)));
   }
   return { ...first, results, passedOnRetry, stdout, stderr, ms };
 }

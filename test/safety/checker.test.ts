@@ -287,6 +287,11 @@ describe('the safety checker', () => {
   it('finds a lock handed out with no validity left', () => {
     const history = hold({ token: 'a', ok: 100, validFor: -5 });
     expect(checkHistory(history).counts['no-validity']).toBe(1);
+    // Handed out by the engine at 60 with validity until 95: the worker, descheduled, took it up at 100.
+    const late = history.map((event) => (event.phase === 'ok' ? { ...event, engineStartedAt: T(50), engineMs: 10 } : event));
+    expect(checkHistory(late).counts['no-validity']).toBe(0);
+    const expired = history.map((event) => (event.phase === 'ok' ? { ...event, engineStartedAt: T(90), engineMs: 10 } : event));
+    expect(checkHistory(expired).counts['no-validity']).toBe(1);
   });
 
   it('finds a single-round lock whose validity ignores the time the round took', () => {

@@ -201,7 +201,10 @@ function checkValidity(events: readonly HistoryEvent[], holds: readonly Hold[], 
     // What the acquire itself promised: extends after it are judged by checkExtensions.
     const ok = okEvents.get(hold.token)!;
     const granted = ok.validUntil!;
-    if (granted <= hold.okAt) {
+    // Judged at the engine's grant where the worker has it: a worker descheduled after the call
+    // may hold a lock that ran out meanwhile, which the engine did not hand out so.
+    const handedOutAt = ok.engineStartedAt !== undefined && ok.engineMs !== undefined ? ok.engineStartedAt + nsFromMs(ok.engineMs) : hold.okAt;
+    if (granted <= handedOutAt) {
       // (remainingMs() stops at 0, so how long ago it ran out is not known: no excess check either.)
       out.push({
         kind: 'no-validity',

@@ -55,6 +55,12 @@ async function newEngine(): Promise<Engine> {
         ended: (_outcome: unknown, _error: unknown, durationMs: number) => void (call.durationMs = durationMs),
       };
     },
+    // The deadline as the engine hands the lock out: read later, a lock whose validity ran out
+    // while its worker was descheduled says only "over", not when.
+    lockHeld: (lock: Lock) => {
+      const remaining = lock.remainingMs();
+      if (!deadlines.has(lock)) deadlines.set(lock, now() + nsFromMs(remaining));
+    },
   };
   const redlock = new Redlock(clients, { ...config.engine, logger, instrumentation });
   redlock.on('quarantine', (notice: QuarantineNotice) =>
@@ -86,6 +92,9 @@ function messageOf(error: unknown): string {
  * who came in between looked like an overlap).
  */
 const claims = new WeakMap<Lock, bigint>();
+
+/** Each lock's deadline on the shared clock when its engine handed it out (see newEngine). */
+const deadlines = new WeakMap<Lock, bigint>();
 
 function claimed(lock: Lock, until: bigint): bigint {
   claims.set(lock, until);
@@ -164,7 +173,7 @@ async function acquire(engine: Engine, cycle: Cycle): Promise<Lock | undefined> 
       record({ worker, op: 'acquire', phase: 'fail', id, resource, code: 'LOCK_HELD' });
       return undefined;
     }
-    acquired(engine, cycle, lock, observed.handedOff, oneRound ? observed : undefined);
+    acquired(engine, cycle, lock, observed, oneRound);
     return lock;
   } catch (error) {
     acquireFailures++;
@@ -179,11 +188,11 @@ function waitingOptions(cycle: Cycle) {
 }
 
 /**
- * Records a successful acquire: the lock as the caller may now rely on it. `oneRound`: a single
- * round's call, with the engine's own timing of it when its observer saw it.
+ * Records a successful acquire: the lock as the caller may now rely on it, with the engine's own
+ * timing of the call when its observer saw it. `oneRound`: a single round's call.
  */
-function acquired(engine: Engine, cycle: Cycle, lock: Lock, handedOff: boolean, oneRound?: Observed): void {
-  const timed = oneRound?.startedAt !== undefined && oneRound.durationMs !== undefined;
+function acquired(engine: Engine, cycle: Cycle, lock: Lock, observed: Observed, oneRound = false): void {
+  const { handedOff, startedAt, durationMs } = observed;
   const { worker, resource, ttl, id } = cycle;
   record({
     worker,
@@ -192,13 +201,13 @@ function acquired(engine: Engine, cycle: Cycle, lock: Lock, handedOff: boolean, 
     id,
     resource,
     ttl,
-    single: oneRound !== undefined,
-    ...(timed ? { engineStartedAt: oneRound.startedAt, engineMs: oneRound.durationMs } : {}),
+    single: oneRound,
+    ...(startedAt !== undefined && durationMs !== undefined ? { engineStartedAt: startedAt, engineMs: durationMs } : {}),
     ...(handedOff ? { handedOff: true } : {}),
     driftFactor: engine.redlock.options.driftFactor,
     token: lock.token,
     fence: lock.fence,
-    validUntil: claimed(lock, validUntil(lock)),
+    validUntil: claimed(lock, deadlines.get(lock) ?? validUntil(lock)),
     ...(lock.mode === 'read' ? { mode: 'read' as const } : {}),
     ...(lock.limit > 1 ? { limit: lock.limit } : {}),
     ...(lock.permits > 1 ? { permits: lock.permits } : {}),
@@ -371,7 +380,7 @@ async function usingCycle(engine: Engine, cycle: Cycle, inside?: () => void, not
       ttl,
       async (_signal, lock) => {
         held = lock;
-        acquired(engine, cycle, lock, observed.handedOff);
+        acquired(engine, cycle, lock, observed);
         inside?.();
         if (sharesResource(cycle.shape)) {
           if (config.holdMs) await sleep(random(config.holdMs));
