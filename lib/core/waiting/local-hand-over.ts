@@ -78,16 +78,19 @@ export class LocalHandOver {
 
   /** Hands `lock` to the longest-sleeping head of `line`, if the rules allow: the new handle, or undefined. */
   offer(lock: Lock, line: string): { handed: Lock; to: Waiter } | undefined {
-    const next = this.#sleepingHeads.get(line)?.[0];
-    if (!next || lock.fence !== undefined) return undefined;
+    const heads = this.#sleepingHeads.get(line);
+    if (!heads || lock.fence !== undefined) return undefined;
     // Who is in line: the heads asleep (one for a lock, up to the limit for permits) and those behind them.
-    const inLine = this.#sleepingHeads.get(line)!.length + this.queue.waiting(line);
+    const inLine = heads.length + this.queue.waiting(line);
     const streak = this.#streaks.get(line) ?? { count: 0, limit: Math.min(HAND_OVER_BATCH, inLine) };
     const remaining = lock.remainingMs();
     if (streak.count >= streak.limit || remaining < lock.ttlMs / 2) return undefined;
     // The same hold under the same token: its kind and, for a permit, its slots go with it.
     const handed = new Lock(this.engine, lock.resources, lock.keys, lock.token, lock.ttlMs, monotonicNow() + remaining, undefined, lock.kind, lock.slots);
-    if (!next.offer(handed)) return undefined;
+    // The longest asleep that can take it: a head between its pause's steps (its SUBSCRIBE still
+    // out) cannot, and must not cost the heads asleep behind it their hand-over.
+    const next = heads.find((head) => head.offer(handed));
+    if (!next) return undefined;
     this.#forget(line, next);
     this.#streaks.set(line, { count: streak.count + 1, limit: streak.limit });
     this.#holders.set(line, handed);

@@ -38,6 +38,8 @@ export class Waiter {
   /** Ends the current sleep with an error, while it lasts. */
   #interrupt: ((reason: unknown) => void) | undefined;
   #sleeping = false;
+  /** Between a pause's steps: its first SUBSCRIBE is out, and a hold handed over now is taken as in a sleep. */
+  #subscribing = false;
   #woken = false;
   #wake: (() => void) | undefined;
   /** Set while listening for releases. */
@@ -108,7 +110,16 @@ export class Waiter {
     const subscribe = this.#subscribe;
     if (subscribe) {
       this.#subscribe = undefined;
-      await subscribe();
+      // A hold handed over meanwhile (offer) is ours whatever the SUBSCRIBE comes to.
+      this.#subscribing = true;
+      try {
+        await subscribe();
+      } catch (error) {
+        if (!this.#handed) throw error;
+      } finally {
+        this.#subscribing = false;
+      }
+      if (this.#handed) return;
       // Listening since before the round that queued us, with every master's messages by name
       // reaching this process: no release that names us can have been missed. Otherwise one
       // may have come before we listened: try again at once.
@@ -185,7 +196,7 @@ export class Waiter {
    * waiter sleeps for its turn: false when it is not asleep (then the lock is released as usual).
    */
   offer(lock: Lock): boolean {
-    if (!this.#sleeping || this.#handed || this.signal?.aborted || this.#abandoned) return false;
+    if (!(this.#sleeping || this.#subscribing) || this.#handed || this.signal?.aborted || this.#abandoned) return false;
     this.#handed = lock;
     this.#woken = true;
     this.#wake?.();
