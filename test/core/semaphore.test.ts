@@ -248,6 +248,45 @@ describe('limit (a semaphore)', () => {
     await Promise.all(permits.map((permit) => permit.release()));
   });
 
+  it('sends one caller standing by to ask the masters once none of ours holds or is queued there, not all of them', async () => {
+    // Per acquire of engine a, in the order they began, whether it has reported waiting.
+    const waited: boolean[] = [];
+    const instrumentation = {
+      acquireStarted: () => {
+        const call = waited.push(false) - 1;
+        return { waiting: () => (waited[call] = true) };
+      },
+    };
+    const [a, b] = await Promise.all([engine({ ...FRESH_FLEET, instrumentation }), engine()]);
+    // Per acquire round of engine a on master 0, the waiter id it carries (ARGV[4]).
+    const rounds: string[] = [];
+    watchCalls(a!.clients[0]!, 'evalsha', (args) => {
+      if (args[0] === SHARED_ACQUIRE_SCRIPT.sha) rounds.push(String(args[2 + Number(args[1]) + 3]));
+    });
+    const queuedIds = async () => (await a!.redlock.waiters('one-asks')).waiters.map((waiter) => waiter.id);
+    const theirs = await Promise.all([0, 1, 2].map(() => b!.redlock.acquire('one-asks', 60_000, { limit: 4 })));
+    const ours = await a!.redlock.acquire('one-asks', 60_000, { limit: 4 });
+    const gaveUp = new AbortController();
+    const queued = a!.redlock.acquire('one-asks', 60_000, { limit: 4, waitTimeoutMs: 100_000, signal: gaveUp.signal });
+    await expect.poll(queuedIds).toHaveLength(1);
+    const [queuedId] = await queuedIds();
+    // Behind it, three stand by for our holder (no round of theirs), each released as soon as it holds.
+    const standingBy = [0, 1, 2].map(() => a!.redlock.acquire('one-asks', 60_000, { limit: 4, waitTimeoutMs: 100_000 }).then((permit) => permit.release()));
+    await expect.poll(() => waited).toEqual([false, true, true, true, true]);
+    const before = rounds.length;
+    // Our permit leaves the process (still held), and the one of ours queued on the masters gives up.
+    const handle = ours.handOver();
+    gaveUp.abort();
+    await expect(queued).rejects.toThrow();
+    // One of them asks, is refused (the four permits are held) and queues; the others stand by
+    // behind it. Woken all at once, all three sent a round, in the same tick as the first.
+    await expect.poll(async () => (await queuedIds()).filter((id) => id !== queuedId)).toHaveLength(1);
+    expect(new Set(rounds.slice(before)).size).toBe(1);
+    // The permits come free: every caller standing by gets one, in turn.
+    await Promise.all([...theirs.map((permit) => permit.release()), a!.redlock.adopt(handle).then((permit) => permit.release())]);
+    await Promise.all(standingBy);
+  });
+
   it('hands no fenced permit over: each holder gets its fence from the masters', async () => {
     const { redlock } = await engine({ ...FRESH_FLEET, fencing: true, fenceTimeFloor: false });
     const holds = await contendForPermits(redlock, 'fenced-local', 4, 8);

@@ -26,6 +26,8 @@ export class LocalHandOver {
   readonly #sleepingHeads = new Map<string, Waiter[]>();
   readonly #streaks = new Map<string, { count: number; limit: number }>();
   readonly #holders = new Map<string, Lock>();
+  /** Per line, the caller sent from standing by to ask the masters, until its wait is over (#sendToAsk). */
+  readonly #asking = new Map<string, Waiter>();
   #pruneAt = 64;
 
   constructor(
@@ -73,7 +75,8 @@ export class LocalHandOver {
     const at = heads.indexOf(waiter);
     if (at !== -1) heads.splice(at, 1);
     if (heads.length === 0) this.#sleepingHeads.delete(line);
-    else if (waiter.enlisted && !waiter.handed) this.#wakeStrandedStandBys(line);
+    // Queued on the masters and awake: it goes to ask again, for the callers standing by too.
+    else if (waiter.enlisted && !waiter.handed) this.#asker(line, waiter);
   }
 
   /** Hands `lock` to the longest-sleeping head of `line`, if the rules allow: the new handle, or undefined. */
@@ -109,24 +112,52 @@ export class LocalHandOver {
    * named the masters' next waiter to it.
    */
   wakeNext(line: string, mastersName: boolean): void {
-    const head = this.#sleepingHeads.get(line)?.[0];
+    const heads = this.#sleepingHeads.get(line);
+    if (!heads) return;
     // Where releases name the masters' next waiter (hand-off on), a head queued on the masters is
     // named when its turn comes, and the key channel it listens to hears a key freed for anyone.
     // Woken here it would send a round the masters refuse whenever their next waiter is another
     // process's: on that waiter's path, since the masters and both processes share the machine.
-    if (head && !(mastersName && head.enlisted)) head.wakeNow();
+    if (!mastersName) heads[0]!.wakeNow();
+    // With none of ours queued there, one caller standing by goes to ask: the hold may be free on
+    // the masters, and if not, that caller takes this process's place in their queue.
+    else if (!heads.some((head) => head.enlisted)) this.#sendToAsk(line, heads[0]!);
     this.#wakeStrandedStandBys(line);
   }
 
   /**
    * Callers standing by (not in the masters' queues) wait for a holder of ours to hand them a
    * permit, or for a caller of ours in the masters' queues to get one and do so. With neither
-   * left, nobody would: they go and ask.
+   * left, nobody would: the longest standing by goes and asks.
    */
   #wakeStrandedStandBys(line: string): void {
     const heads = this.#sleepingHeads.get(line);
     if (!heads || this.holderOf(line) || heads.some((head) => head.enlisted)) return;
-    for (const head of heads) head.wakeNow();
+    this.#sendToAsk(line, heads[0]!);
+  }
+
+  /**
+   * One caller of a line at a time goes from standing by to ask the masters: it gets a hold (and
+   * a grant that left room wakes the line, LocalQueue.wakeHeads), or is queued on the masters, or
+   * gives up, and only then may another go. Woken all at once, every caller standing by sent a
+   * round the masters refused whenever the permits were all taken again (in the hot-semaphore
+   * bench, half of all rounds).
+   */
+  #sendToAsk(line: string, head: Waiter): void {
+    if (this.#asker(line, head)) head.wakeNow();
+  }
+
+  /** `waiter` asks the masters for its line, unless another already does (false). */
+  #asker(line: string, waiter: Waiter): boolean {
+    const asking = this.#asking.get(line);
+    if (asking !== undefined && asking !== waiter) return false;
+    this.#asking.set(line, waiter);
+    waiter.whenClosed(() => {
+      if (this.#asking.get(line) !== waiter) return;
+      this.#asking.delete(line);
+      this.#wakeStrandedStandBys(line);
+    });
+    return true;
   }
 }
 

@@ -38,6 +38,7 @@ export class Waiter {
   /** Ends the current sleep with an error, while it lasts. */
   #interrupt: ((reason: unknown) => void) | undefined;
   #sleeping = false;
+  #onClose: (() => void) | undefined;
   /** Between a pause's steps: its first SUBSCRIBE is out, and a hold handed over now is taken as in a sleep. */
   #subscribing = false;
   #woken = false;
@@ -206,6 +207,14 @@ export class Waiter {
   close(): void {
     this.#stopListening?.();
     this.#cancelSpread?.();
+    const closed = this.#onClose;
+    this.#onClose = undefined;
+    closed?.();
+  }
+
+  /** `closed` runs once this wait is over (a hold, or given up): one listener at a time, the last one set. */
+  whenClosed(closed: () => void): void {
+    this.#onClose = closed;
   }
 
   /**
