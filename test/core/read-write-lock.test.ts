@@ -10,7 +10,8 @@ import {
   Redlock,
   type RedlockOptions,
 } from '../../lib/index.js';
-import { connectMasters, disconnectAll, FRESH_FLEET, PATIENT, untilReady } from '../support/masters.js';
+import { SHARED_ACQUIRE_SCRIPT } from '../../lib/core/kinds/shared/shared-scripts.js';
+import { connectMasters, disconnectAll, FRESH_FLEET, PATIENT, untilReady, watchCalls } from '../support/masters.js';
 import { RedisFleet } from '../support/redis-fleet.js';
 
 let fleet: RedisFleet;
@@ -128,6 +129,38 @@ describe("mode: 'read'", () => {
     await lock.release();
     // The reader queued behind the writer is woken by its release.
     await (await later).release();
+  });
+
+  it('keeps readers off the masters while another reader of their process waits queued behind a writer: they go in with it', async () => {
+    // Per acquire of engine a, in the order they began, whether it has reported waiting.
+    const waited: boolean[] = [];
+    const instrumentation = {
+      acquireStarted: () => {
+        const call = waited.push(false) - 1;
+        return { waiting: () => (waited[call] = true) };
+      },
+    };
+    const [a, b] = await Promise.all([engine({ ...FRESH_FLEET, instrumentation }), engine()]);
+    // Per reader round of engine a on master 0, the waiter id it carries (ARGV[4]).
+    const rounds: string[] = [];
+    watchCalls(a!.clients[0]!, 'evalsha', (args) => {
+      if (args[0] === SHARED_ACQUIRE_SCRIPT.sha) rounds.push(String(args[2 + Number(args[1]) + 3]));
+    });
+    const writer = await b!.redlock.acquire('behind-writer', 60_000);
+    const first = a!.redlock.acquire('behind-writer', 60_000, { mode: 'read', waitTimeoutMs: 30_000 });
+    await expect.poll(() => waited[0]).toBe(true);
+    const firstId = rounds[0];
+    // The others would only be refused: they stand by.
+    const others = [0, 1, 2].map(() => a!.redlock.acquire('behind-writer', 60_000, { mode: 'read', waitTimeoutMs: 30_000 }));
+    await expect.poll(() => waited).toEqual([true, true, true, true]);
+    expect(rounds.filter((id) => id !== firstId)).toEqual([]);
+    await writer.release();
+    // Woken with the first, each asks once, and all read together.
+    const readers = await Promise.all([first, ...others]);
+    const othersAsked = rounds.filter((id) => id !== firstId);
+    expect(othersAsked).toHaveLength(3);
+    expect(new Set(othersAsked).size).toBe(3);
+    await Promise.all(readers.map((reader) => reader.release()));
   });
 
   it('extends and releases a reader, and signals its loss', async () => {

@@ -114,11 +114,11 @@ export class LockAcquirer {
         attempt++;
         if (options.signal?.aborted) throw new AcquireAbortedError(list, options.signal.reason);
         if (waiter.abandoned) throw new AcquireAbortedError(list, waiter.abandoned.reason);
-        const holder = attempt === 1 && waits && !fencing ? kind.holderHere(line) : undefined;
-        if (holder) {
+        const standByMs = attempt === 1 && waits && !fencing ? kind.standByMs(line) : undefined;
+        if (standByMs !== undefined) {
           uncontended = false;
-          // Held in this process: asking the masters would only be refused. Wait for the holder.
-          const standBy = () => waiter.standBy(Math.min(giveUpAt - monotonicNow(), holder.remainingMs()));
+          // Asking the masters would only be refused: wait for the callers of this process ahead.
+          const standBy = () => waiter.standBy(Math.min(giveUpAt - monotonicNow(), standByMs));
           observer?.waiting();
           try {
             await kind.sleep(localLine, waiter, standBy, true);

@@ -32,8 +32,13 @@ export interface HoldKind {
   linesUp(waits: boolean): boolean;
   /** One acquire attempt: a round (or two, with fencing), the lock if a majority granted it in time. */
   attempt(call: AttemptCall): Promise<Attempted>;
-  /** A caller of this process that holds `line` now, whom a new caller waits for instead of asking the masters. */
+  /** A caller of this process that holds `line` now, free by the end of its validity at the latest. */
   holderHere(line: string): Lock | undefined;
+  /**
+   * For how long (ms) at most a new caller for `line` waits for callers of this process instead
+   * of asking the masters, who would only refuse it now; undefined: it asks.
+   */
+  standByMs(line: string): number | undefined;
   /** Between rounds: sleeps `pause`, where a release or a grant in this process can wake the waiter sooner. */
   sleep(localLine: string, waiter: Waiter, pause: () => Promise<void>, handOver: boolean): Promise<void>;
   /** For a caller that waits: the masters may grant it the lock when it is released (server-side hand-off). */

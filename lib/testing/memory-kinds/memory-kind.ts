@@ -98,10 +98,14 @@ export function handAwayOn(store: MemoryLockStore, lock: Lock, held: HeldBy | un
  * What a kind over the stand-in master answers the acquire loop between its rounds: no holder
  * in this process to wait for, and no hand-off (a release frees the keys and wakes the waiters).
  */
-export abstract class MemoryKind implements Pick<HoldKind, 'holderHere' | 'sleep' | 'grantsFor' | 'handedOff'> {
+export abstract class MemoryKind implements Pick<HoldKind, 'holderHere' | 'standByMs' | 'sleep' | 'grantsFor' | 'handedOff'> {
   abstract readonly kind: LockKind;
 
   holderHere(): Lock | undefined {
+    return undefined;
+  }
+
+  standByMs(): number | undefined {
     return undefined;
   }
 

@@ -45,6 +45,11 @@ export class ExclusiveKind implements HoldKind {
     return this.rounds.handOver.holderOf(line);
   }
 
+  /** Held in this process: the holder hands the lock over or wakes the caller when it releases. */
+  standByMs(line: string): number | undefined {
+    return this.holderHere(line)?.remainingMs();
+  }
+
   /** Asleep, a waiter can be handed the lock by a caller of this process releasing it. */
   sleep(localLine: string, waiter: Waiter, pause: () => Promise<void>, handOver: boolean): Promise<void> {
     return handOver ? this.rounds.handOver.asleep(localLine, waiter, pause) : pause();

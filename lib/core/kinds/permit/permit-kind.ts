@@ -24,6 +24,10 @@ export class PermitKind extends SharedKind {
     return this.rounds.handOver.sleeping(local) ? this.rounds.handOver.holderOf(local) : undefined;
   }
 
+  override standByMs(line: string): number | undefined {
+    return this.holderHere(line)?.remainingMs();
+  }
+
   override async attempt(call: AttemptCall): Promise<Attempted> {
     const attempted = await super.attempt(call);
     if ('lock' in attempted) this.rounds.handOver.held(this.localLine(lineOf(call.keys)), attempted.lock);

@@ -86,6 +86,10 @@ export abstract class SharedKind implements HoldKind {
     return undefined;
   }
 
+  standByMs(_line: string): number | undefined {
+    return undefined;
+  }
+
   /** Where a grant to another of its line wakes it (wakeHeads). */
   sleep(localLine: string, waiter: Waiter, pause: () => Promise<void>): Promise<void> {
     return this.rounds.localQueue.asleep(localLine, waiter, pause);
