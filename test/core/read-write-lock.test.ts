@@ -10,8 +10,7 @@ import {
   Redlock,
   type RedlockOptions,
 } from '../../lib/index.js';
-import { SHARED_ACQUIRE_SCRIPT } from '../../lib/core/kinds/shared/shared-scripts.js';
-import { connectMasters, disconnectAll, FRESH_FLEET, PATIENT, untilReady, watchCalls } from '../support/masters.js';
+import { connectMasters, disconnectAll, FRESH_FLEET, PATIENT, sharedRoundsOn, untilReady, waitingReports } from '../support/masters.js';
 import { RedisFleet } from '../support/redis-fleet.js';
 
 let fleet: RedisFleet;
@@ -132,20 +131,10 @@ describe("mode: 'read'", () => {
   });
 
   it('keeps readers off the masters while another reader of their process waits queued behind a writer: they go in with it', async () => {
-    // Per acquire of engine a, in the order they began, whether it has reported waiting.
-    const waited: boolean[] = [];
-    const instrumentation = {
-      acquireStarted: () => {
-        const call = waited.push(false) - 1;
-        return { waiting: () => (waited[call] = true) };
-      },
-    };
+    const { waited, instrumentation } = waitingReports();
     const [a, b] = await Promise.all([engine({ ...FRESH_FLEET, instrumentation }), engine()]);
-    // Per reader round of engine a on master 0, the waiter id it carries (ARGV[4]).
-    const rounds: string[] = [];
-    watchCalls(a!.clients[0]!, 'evalsha', (args) => {
-      if (args[0] === SHARED_ACQUIRE_SCRIPT.sha) rounds.push(String(args[2 + Number(args[1]) + 3]));
-    });
+    // Per round of engine a on master 0, the waiter id it carries.
+    const rounds = sharedRoundsOn(a!.clients[0]!);
     const writer = await b!.redlock.acquire('behind-writer', 60_000);
     const first = a!.redlock.acquire('behind-writer', 60_000, { mode: 'read', waitTimeoutMs: 30_000 });
     await expect.poll(() => waited[0]).toBe(true);

@@ -2,8 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { InvalidArgumentError, LockKindMismatchError, LockLostError, Redlock, type Lock, type RedlockOptions } from '../../lib/index.js';
-import { SHARED_ACQUIRE_SCRIPT } from '../../lib/core/kinds/shared/shared-scripts.js';
-import { connectMasters, disconnectAll, FRESH_FLEET, lockClient, watchCalls } from '../support/masters.js';
+import { connectMasters, disconnectAll, FRESH_FLEET, lockClient, sharedRoundsOn, waitingReports } from '../support/masters.js';
 import { freePort } from '../support/free-port.js';
 import { RedisFleet } from '../support/redis-fleet.js';
 import { TcpProxy } from '../support/tcp-proxy.js';
@@ -211,22 +210,10 @@ describe('limit (a semaphore)', () => {
   });
 
   it('keeps a caller off the masters while ours hold the permits and another of ours waits refused: it is handed one', async () => {
-    // Per acquire, in the order they began, whether it has reported waiting.
-    const waited: boolean[] = [];
-    const { redlock, clients } = await engine({
-      ...FRESH_FLEET,
-      instrumentation: {
-        acquireStarted: () => {
-          const call = waited.push(false) - 1;
-          return { waiting: () => (waited[call] = true) };
-        },
-      },
-    });
-    // Per acquire round on master 0, the waiter id it carries (ARGV[4]).
-    const rounds: string[] = [];
-    watchCalls(clients[0]!, 'evalsha', (args) => {
-      if (args[0] === SHARED_ACQUIRE_SCRIPT.sha) rounds.push(String(args[2 + Number(args[1]) + 3]));
-    });
+    const { waited, instrumentation } = waitingReports();
+    const { redlock, clients } = await engine({ ...FRESH_FLEET, instrumentation });
+    // Per acquire round on master 0, the waiter id it carries.
+    const rounds = sharedRoundsOn(clients[0]!);
     const held = await Promise.all([0, 1].map(() => redlock.acquire('kept-off', 60_000, { limit: 2 })));
     // The first waiter of ours asks and is refused: the permits are all taken.
     const first = redlock.acquire('kept-off', 60_000, { limit: 2, waitTimeoutMs: 100_000 });
@@ -249,20 +236,10 @@ describe('limit (a semaphore)', () => {
   });
 
   it('sends one caller standing by to ask the masters once none of ours holds or is queued there, not all of them', async () => {
-    // Per acquire of engine a, in the order they began, whether it has reported waiting.
-    const waited: boolean[] = [];
-    const instrumentation = {
-      acquireStarted: () => {
-        const call = waited.push(false) - 1;
-        return { waiting: () => (waited[call] = true) };
-      },
-    };
+    const { waited, instrumentation } = waitingReports();
     const [a, b] = await Promise.all([engine({ ...FRESH_FLEET, instrumentation }), engine()]);
-    // Per acquire round of engine a on master 0, the waiter id it carries (ARGV[4]).
-    const rounds: string[] = [];
-    watchCalls(a!.clients[0]!, 'evalsha', (args) => {
-      if (args[0] === SHARED_ACQUIRE_SCRIPT.sha) rounds.push(String(args[2 + Number(args[1]) + 3]));
-    });
+    // Per round of engine a on master 0, the waiter id it carries.
+    const rounds = sharedRoundsOn(a!.clients[0]!);
     const queuedIds = async () => (await a!.redlock.waiters('one-asks')).waiters.map((waiter) => waiter.id);
     const theirs = await Promise.all([0, 1, 2].map(() => b!.redlock.acquire('one-asks', 60_000, { limit: 4 })));
     const ours = await a!.redlock.acquire('one-asks', 60_000, { limit: 4 });

@@ -1,6 +1,7 @@
 import { once } from 'node:events';
 import { Redis, type RedisOptions } from 'ioredis';
-import { Redlock, type RedlockOptions } from '../../lib/index.js';
+import { Redlock, type RedlockInstrumentation, type RedlockOptions } from '../../lib/index.js';
+import { SHARED_ACQUIRE_SCRIPT } from '../../lib/core/kinds/shared/shared-scripts.js';
 import type { RedlockClient } from '../../lib/core/voters/clients/clients.js';
 
 /**
@@ -120,4 +121,25 @@ export function watchCalls(
     observe(args.flat(), reply);
     return reply;
   };
+}
+
+/** Per shared-hold acquire round the engine sends `client` from now on, the waiter id it carries (ARGV[4]). */
+export function sharedRoundsOn(client: Redis): string[] {
+  const rounds: string[] = [];
+  watchCalls(client, 'evalsha', (args) => {
+    if (args[0] === SHARED_ACQUIRE_SCRIPT.sha) rounds.push(String(args[2 + Number(args[1]) + 3]));
+  });
+  return rounds;
+}
+
+/** Per acquire of the engine given `instrumentation`, in the order they began, whether it has reported waiting. */
+export function waitingReports(): { waited: boolean[]; instrumentation: RedlockInstrumentation } {
+  const waited: boolean[] = [];
+  const instrumentation = {
+    acquireStarted: () => {
+      const call = waited.push(false) - 1;
+      return { waiting: () => (waited[call] = true) };
+    },
+  };
+  return { waited, instrumentation };
 }
