@@ -131,7 +131,7 @@ export class LockAcquirer {
         if ('lock' in result) {
           result.lock.recordRounds(failedRounds, result.outcomes);
           if (waiter.abandoned) return await giveBack(result.lock, list, waiter);
-          if (result.roomLeft && paced) localQueue.wakeHeads(localLine);
+          if (result.room > 0 && paced) localQueue.wakeHeads(localLine, result.room);
           return acquired(observer, result.lock);
         }
         cleanup = result.cleanup;

@@ -84,10 +84,11 @@ export interface GrantCall {
 }
 
 /**
- * A lock, with `roomLeft` when another caller of the same kind may get a hold at once too, and
+ * A lock, with `room`: how many more callers of the same kind (and weight) may get a hold at once
+ * too, as the grant found it (0 for none; Infinity for readers, who all fit), and
  * what each master did in the round that won it.
  */
-export type Attempted = { lock: Lock; roomLeft: boolean; outcomes: RoundOutcomes } | RoundFailure;
+export type Attempted = { lock: Lock; room: number; outcomes: RoundOutcomes } | RoundFailure;
 
 /** How a lock being released was acquired. */
 export interface HeldBy {

@@ -95,14 +95,20 @@ export class LocalQueue {
   }
 
   /**
-   * A head of `key`'s line got its hold and left room for more: the other heads try again at
-   * once. The masters wake one waiter per grant (the head of their queue), so a line of this
+   * A head of `key`'s line got its hold and left room for `count` more: as many of the other
+   * heads (the longest asleep first) try again at once. The masters wake one waiter per grant (the head of their queue), so a line of this
    * process's readers would otherwise go through one wake-up and round at a time, each queued
    * behind the last; woken together, they go in one round trip, in the order they queued.
    */
-  wakeHeads(key: string): void {
+  wakeHeads(key: string, count = Number.POSITIVE_INFINITY): void {
     const asleep = this.#lines.get(key)?.asleep;
-    if (asleep) for (const sleeper of asleep) sleeper.wakeNow();
+    if (!asleep) return;
+    // The longest asleep first, and no more than the grant left room for: the rest would be refused.
+    let woken = 0;
+    for (const sleeper of asleep) {
+      if (woken++ >= count) break;
+      sleeper.wakeNow();
+    }
   }
 
   /**

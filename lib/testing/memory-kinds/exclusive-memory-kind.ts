@@ -62,7 +62,7 @@ export class MemoryExclusiveKind extends MemoryKind implements MemoryHoldKind {
     }
     for (const key of keys) store.set(key, token, ttlMs);
     store.leave(keys, waiter.id);
-    return { granted: true, roomLeft: false };
+    return { granted: true, room: 0 };
   }
 
   extend(lock: Lock, ttlMs: number): Promise<RoundResult> {

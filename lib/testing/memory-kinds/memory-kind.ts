@@ -30,7 +30,7 @@ export interface MemoryHoldKind extends HoldKind {
 
 /** What an attempt's script found on the stand-in master (a kind's take, as its Lua would answer). */
 export type Take =
-  | { readonly granted: true; readonly slots?: number[]; readonly roomLeft: boolean }
+  | { readonly granted: true; readonly slots?: number[]; readonly room: number }
   /** `waitMs`: how long the longest-lived key in the way lives on (undefined: none that expires). */
   | { readonly granted: false; readonly waitMs: number | undefined }
   /** The resource is held as another kind: never waited for. */
@@ -60,7 +60,7 @@ export function attemptOn(
   if (taken.granted && left > 0) {
     const lock = new Lock(parts.engine, resources, keys, token, ttlMs, end + left, fence, kind, taken.slots);
     parts.held(lock, undefined, waiter, false, end);
-    return { lock, roomLeft: taken.roomLeft, outcomes: [{ node: IN_MEMORY_MASTER, status: 'granted' }] };
+    return { lock, room: taken.room, outcomes: [{ node: IN_MEMORY_MASTER, status: 'granted' }] };
   }
   if (taken.granted) undo(token);
   const outcome: NodeOutcome = !store.reachable

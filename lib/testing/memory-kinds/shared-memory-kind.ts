@@ -58,7 +58,7 @@ export class MemorySharedKind extends MemoryKind implements MemoryHoldKind {
     const now = monotonicNow();
     let blocked = false;
     let waitMs: number | undefined;
-    let roomLeft = true;
+    let room = Number.POSITIVE_INFINITY;
     const slots: number[][] = [];
     for (const [resourceIndex, key] of keys.entries()) {
       const owner = store.get(key);
@@ -77,7 +77,7 @@ export class MemorySharedKind extends MemoryKind implements MemoryHoldKind {
         waitMs = longer(waitMs, Math.ceil(Math.min(...holders.map((holder) => holder.expiresAt)) - now));
       } else {
         slots.push(free.slice(0, permits));
-        if (free.length < 2 * permits) roomLeft = false;
+        room = Math.min(room, Math.floor(free.length / permits) - 1);
       }
     }
     if (blocked || store.queuedAhead(keys, waiter)) {
@@ -91,8 +91,8 @@ export class MemorySharedKind extends MemoryKind implements MemoryHoldKind {
     });
     store.leave(keys, waiter.id);
     // Room is left for the next of this kind in line: it looks again, as the script's grant wakes it.
-    if (roomLeft) for (const key of keys) store.wake(key);
-    return { granted: true, slots: this.limit > 0 ? slots.flat() : undefined, roomLeft };
+    if (room > 0) for (const key of keys) store.wake(key);
+    return { granted: true, slots: this.limit > 0 ? slots.flat() : undefined, room };
   }
 
   /** As SHARED_EXTEND_SCRIPT: only while our entry lives on every resource, with the slots we hold. */

@@ -112,7 +112,7 @@ export class ExclusiveKind implements HoldKind {
       this.rounds.handOver.held(lineOf(keys), lock);
       this.rounds.held(lock, plain ? undefined : round, waiter, !plain, end);
       if (!plain) entries.withdrawWhereRefused(resources, waiter, round, token);
-      return { lock, roomLeft: false, outcomes: round.outcomes };
+      return { lock, room: 0, outcomes: round.outcomes };
     }
     // From now on, masters that refused this round may grant it by hand-off.
     if (!plain) waiter.grants?.failed(asked);

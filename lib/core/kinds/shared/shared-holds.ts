@@ -175,10 +175,10 @@ export abstract class SharedKind implements HoldKind {
       // After a win, the waiter's entries where masters refused it leave their queues (they would head them).
       this.rounds.entries.withdrawWhereRefused(resources, waiter, round, '');
       if (slots) this.#dropOtherSlots(resources, keys, token, round, grants, agreed.slots);
-      // Readers all fit; a permit left room if a master that granted it had as many slots again free on every resource.
-      const room = 2 * kind.permits;
-      const roomLeft = !slots || grants.some((grant) => grant !== undefined && grant.slots === agreed.slots && grant.free.every((free) => free.split(',').length >= room));
-      return { lock, roomLeft, outcomes: round.outcomes };
+      // Readers all fit; permits: as many more holds of this weight as the slots left free fit, on
+      // every resource, by the roomiest master that granted the agreed slots.
+      const room = slots ? Math.max(0, ...grants.map((grant) => (grant !== undefined && grant.slots === agreed.slots ? roomAfter(grant.free, kind.permits) : 0))) : Infinity;
+      return { lock, room, outcomes: round.outcomes };
     }
     // Wherever it did not refuse, behind the grant requests still in flight; not awaited: the
     // next try goes out behind it on every connection.
@@ -299,6 +299,11 @@ function mostFree(grants: readonly ({ free: readonly string[] } | undefined)[], 
     const best = [...counts].sort(([a, countA], [b, countB]) => countB - countA || a - b).slice(0, permits);
     return best.map(([slot]) => slot).join(',');
   });
+}
+
+/** How many more holds of `permits` slots fit in what a grant left free on every resource (its own slots were among `free`). */
+function roomAfter(free: readonly string[], permits: number): number {
+  return Math.min(...free.map((slots) => Math.floor(slots.split(',').filter((slot) => slot !== '').length / permits) - 1));
 }
 
 /** The slots most masters granted together, and how many did: the permit is held only by a majority of one choice. */
