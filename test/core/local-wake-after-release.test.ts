@@ -17,7 +17,7 @@ function sleepingHead(handOver: LocalHandOver, line: string, enlisted: boolean) 
   let wake!: () => void;
   const asleep = handOver.asleep(line, waiter, () => new Promise<void>((resolve) => (wake = resolve)));
   const wakeNow = vi.spyOn(waiter, 'wakeNow').mockImplementation(() => {});
-  return { wakeNow, end: () => (wake(), asleep) };
+  return { waiter, wakeNow, end: () => (wake(), asleep) };
 }
 
 describe('after a real release, the next caller of this process', () => {
@@ -40,5 +40,42 @@ describe('after a real release, the next caller of this process', () => {
     local.wakeNext('k', true);
     expect(head.wakeNow).toHaveBeenCalled();
     await head.end();
+  });
+});
+
+describe('callers standing by, with none of their process holding or queued on the masters', () => {
+  it('go to ask one at a time: the next once the one asking is done', async () => {
+    const local = new LocalHandOver({} as LockEngine, new LocalQueue());
+    const heads = [0, 1, 2].map(() => sleepingHead(local, 'k', false));
+    local.wakeNext('k', true);
+    expect(heads.map((head) => head.wakeNow.mock.calls.length)).toEqual([1, 0, 0]);
+    // Its sleep ends and it asks; another release meanwhile sends nobody else.
+    await heads[0]!.end();
+    local.wakeNext('k', true);
+    expect(heads.map((head) => head.wakeNow.mock.calls.length)).toEqual([1, 0, 0]);
+    // Its wait is over (a hold, or given up): the longest standing by after it goes.
+    heads[0]!.waiter.close();
+    expect(heads.map((head) => head.wakeNow.mock.calls.length)).toEqual([1, 1, 0]);
+    await Promise.all(heads.slice(1).map((head) => head.end()));
+  });
+});
+
+describe("a grant that left room wakes the process's heads asleep", () => {
+  it('as many as it left room for, the longest asleep first', async () => {
+    const queue = new LocalQueue();
+    expect(queue.enter('k', 4)).toBe(true);
+    const woken: number[] = [];
+    let wake: (() => void)[] = [];
+    const asleep = [0, 1, 2].map((index) =>
+      queue.asleep('k', { wakeNow: () => woken.push(index) }, () => new Promise<void>((resolve) => wake.push(resolve))),
+    );
+    queue.wakeHeads('k', 2);
+    expect(woken).toEqual([0, 1]);
+    queue.wakeHeads('k');
+    expect(woken).toEqual([0, 1, 0, 1, 2]);
+    for (const end of wake) end();
+    wake = [];
+    await Promise.all(asleep);
+    queue.leave('k');
   });
 });

@@ -147,10 +147,9 @@ export class LocalHandOver {
     if (this.#asker(line, head)) head.wakeNow();
   }
 
-  /** `waiter` asks the masters for its line, unless another already does (false). */
+  /** `waiter` asks the masters for its line, unless one already does (false). */
   #asker(line: string, waiter: Waiter): boolean {
-    const asking = this.#asking.get(line);
-    if (asking !== undefined && asking !== waiter) return false;
+    if (this.#asking.has(line)) return false;
     this.#asking.set(line, waiter);
     waiter.whenClosed(() => {
       if (this.#asking.get(line) !== waiter) return;
