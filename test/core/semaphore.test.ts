@@ -241,15 +241,22 @@ describe('limit (a semaphore)', () => {
     // Per round of engine a on master 0, the waiter id it carries.
     const rounds = sharedRoundsOn(a!.clients[0]!);
     const queuedIds = async () => (await a!.redlock.waiters('one-asks')).waiters.map((waiter) => waiter.id);
-    const theirs = await Promise.all([0, 1, 2].map(() => b!.redlock.acquire('one-asks', 60_000, { limit: 4 })));
-    const ours = await a!.redlock.acquire('one-asks', 60_000, { limit: 4 });
+    const theirs = await Promise.all([0, 1, 2, 3].map(() => b!.redlock.acquire('one-asks', 60_000, { limit: 4 })));
+    // Ours waits for one and is woken when it is released: this engine's wake-ups are listening
+    // from then on, so a caller queued later sleeps after its one refused round (a fresh engine's
+    // caller asks again once its subscription is confirmed, and is not asleep meanwhile).
+    const waitingForOurs = a!.redlock.acquire('one-asks', 60_000, { limit: 4, waitTimeoutMs: 100_000 });
+    await expect.poll(queuedIds).toHaveLength(1);
+    await theirs.pop()!.release();
+    const ours = await waitingForOurs;
     const gaveUp = new AbortController();
     const queued = a!.redlock.acquire('one-asks', 60_000, { limit: 4, waitTimeoutMs: 100_000, signal: gaveUp.signal });
     await expect.poll(queuedIds).toHaveLength(1);
     const [queuedId] = await queuedIds();
     // Behind it, three stand by for our holder (no round of theirs), each released as soon as it holds.
     const standingBy = [0, 1, 2].map(() => a!.redlock.acquire('one-asks', 60_000, { limit: 4, waitTimeoutMs: 100_000 }).then((permit) => permit.release()));
-    await expect.poll(() => waited).toEqual([false, true, true, true, true]);
+    await expect.poll(() => waited).toEqual([true, true, true, true, true]);
+    expect(rounds.filter((id) => id !== queuedId && id !== rounds[0])).toEqual([]);
     const before = rounds.length;
     // Our permit leaves the process (still held), and the one of ours queued on the masters gives up.
     const handle = ours.handOver();
