@@ -65,7 +65,7 @@ describe("a grant that left room wakes the process's heads asleep", () => {
     const queue = new LocalQueue();
     expect(queue.enter('k', 4)).toBe(true);
     const woken: number[] = [];
-    let wake: (() => void)[] = [];
+    const wake: (() => void)[] = [];
     const asleep = [0, 1, 2].map((index) =>
       queue.asleep('k', { wakeNow: () => woken.push(index) }, () => new Promise<void>((resolve) => wake.push(resolve))),
     );
@@ -74,7 +74,6 @@ describe("a grant that left room wakes the process's heads asleep", () => {
     queue.wakeHeads('k');
     expect(woken).toEqual([0, 1, 0, 1, 2]);
     for (const end of wake) end();
-    wake = [];
     await Promise.all(asleep);
     queue.leave('k');
   });

@@ -96,9 +96,10 @@ export class LocalQueue {
 
   /**
    * A head of `key`'s line got its hold and left room for `count` more: as many of the other
-   * heads (the longest asleep first) try again at once. The masters wake one waiter per grant (the head of their queue), so a line of this
-   * process's readers would otherwise go through one wake-up and round at a time, each queued
-   * behind the last; woken together, they go in one round trip, in the order they queued.
+   * heads (the longest asleep first) try again at once. The masters wake one waiter per grant
+   * (the head of their queue), so a line of this process's readers would otherwise go through one
+   * wake-up and round at a time, each queued behind the last; woken together, they go in one
+   * round trip, in the order they queued.
    */
   wakeHeads(key: string, count = Number.POSITIVE_INFINITY): void {
     const asleep = this.#lines.get(key)?.asleep;
