@@ -135,10 +135,47 @@ describe('queue scripts on one master', () => {
     const [client] = await connectMasters([fleet.urls()[0]!]);
     opened.push(client!);
     await seed(client!, 'r2', '~early', { early: 10, late: 20 });
-    await client!.eval(LEAVE_SCRIPT.source, 2, 'r2', 'r2:q', QUEUE_ENTRY_STAY_MS, 'early');
+    await client!.eval(LEAVE_SCRIPT.source, 3, 'r2', 'r2:q', 'r2:h', QUEUE_ENTRY_STAY_MS, 'early');
     expect(await client!.get('r2')).toBe('~late');
-    await client!.eval(LEAVE_SCRIPT.source, 2, 'r2', 'r2:q', QUEUE_ENTRY_STAY_MS, 'late');
+    await client!.eval(LEAVE_SCRIPT.source, 3, 'r2', 'r2:q', 'r2:h', QUEUE_ENTRY_STAY_MS, 'late');
     expect(await client!.exists('r2', 'r2:q')).toBe(0);
+  });
+
+  it("a reader leaving a key a writer's release gave to the readers hands it on once no reader holds there or heads the queue", async () => {
+    const [client] = await connectMasters([fleet.urls()[0]!]);
+    opened.push(client!);
+    const now = await nowOn(client!);
+    // A reader's entry left from a refusal here (it holds through the other masters), a writer
+    // behind it, and another reader's: the writer's release gives the key to the readers.
+    await client!.set('rw', 'writer-token', 'PX', 60_000);
+    await client!.hset('rw:q', 'proc:reader', `10 ${now + 60_000} *r`, 'proc:writer', `20 ${now + 60_000}`, 'proc:late-reader', `30 ${now + 60_000} *r`);
+    await client!.eval(RELEASE_ONE_SCRIPT.source, 2, 'rw', 'rw:q', 'writer-token', '', QUEUE_ENTRY_STAY_MS);
+    expect(await client!.get('rw')).toBe('*r');
+    const leave = (waiter: string) => client!.eval(LEAVE_SCRIPT.source, 3, 'rw', 'rw:q', 'rw:h', QUEUE_ENTRY_STAY_MS, waiter);
+    // A reader holding here keeps the readers' key.
+    await client!.hset('rw:h', 'reader-token', `${now + 60_000} r`);
+    await leave('proc:nobody');
+    expect(await client!.get('rw')).toBe('*r');
+    await client!.del('rw:h');
+    // Nobody holds, and the reader it was kept for leaves: the writer queued next gets it at once,
+    // not after the stay (before, it stayed the readers' for QUEUE_ENTRY_STAY_MS).
+    await leave('proc:reader');
+    expect(await client!.get('rw')).toBe('~proc:writer');
+    expect(await client!.hexists('rw:q', 'proc:late-reader')).toBe(1);
+  });
+
+  it("a waiter leaving keeps the readers' key while a reader heads the queue: woken readers are on their way", async () => {
+    const [client] = await connectMasters([fleet.urls()[0]!]);
+    opened.push(client!);
+    const now = await nowOn(client!);
+    await client!.set('rw2', 'writer-token', 'PX', 60_000);
+    await client!.hset('rw2:q', 'proc:r1', `10 ${now + 60_000} *r`, 'proc:r2', `11 ${now + 60_000} *r`, 'proc:w', `20 ${now + 60_000}`);
+    await client!.eval(RELEASE_ONE_SCRIPT.source, 2, 'rw2', 'rw2:q', 'writer-token', '', QUEUE_ENTRY_STAY_MS);
+    expect(await client!.get('rw2')).toBe('*r');
+    await client!.eval(LEAVE_SCRIPT.source, 3, 'rw2', 'rw2:q', 'rw2:h', QUEUE_ENTRY_STAY_MS, 'proc:r1');
+    expect(await client!.get('rw2')).toBe('*r'); // r2 was woken too, and may still come
+    await client!.eval(LEAVE_SCRIPT.source, 3, 'rw2', 'rw2:q', 'rw2:h', QUEUE_ENTRY_STAY_MS, 'proc:r2');
+    expect(await client!.get('rw2')).toBe('~proc:w');
   });
 });
 

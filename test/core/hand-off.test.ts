@@ -117,9 +117,9 @@ describe('hand-off scripts on one master', () => {
       await client!.set(key, 'mine.4', 'PX', 60_000);
       await client!.hset(`${key}:q`, 'proc:next', `9 ${now + 60_000}`);
     }
-    await client!.eval(LEAVE_SCRIPT.source, 2, 'h3', 'h3:q', QUEUE_ENTRY_STAY_MS, 'proc:me', 'mine.', '');
+    await client!.eval(LEAVE_SCRIPT.source, 3, 'h3', 'h3:q', 'h3:h', QUEUE_ENTRY_STAY_MS, 'proc:me', 'mine.', '');
     expect(await client!.get('h3')).toBe('~proc:next');
-    await client!.eval(LEAVE_SCRIPT.source, 2, 'h4', 'h4:q', QUEUE_ENTRY_STAY_MS, 'proc:me', 'mine.', 'mine.4');
+    await client!.eval(LEAVE_SCRIPT.source, 3, 'h4', 'h4:q', 'h4:h', QUEUE_ENTRY_STAY_MS, 'proc:me', 'mine.', 'mine.4');
     expect(await client!.get('h4')).toBe('mine.4');
   });
 });

@@ -44,7 +44,7 @@ export class QueueEntries implements QueueLeaving {
   /** `leave` at once, settling when every master has answered or failed (for shutdown, before the connections close). */
   async leaveNow(resources: readonly string[], waiter: Waiter, keep: string, nodes: readonly RedisNode[] = this.nodes): Promise<void> {
     if (!waiter.id) return;
-    const keys = [...resources.map((resource) => this.names.lock(resource)), ...this.keys(resources)];
+    const keys = [...resources.map((resource) => this.names.lock(resource)), ...this.keys(resources), ...resources.map((resource) => this.names.holders(resource))];
     const args = [QUEUE_ENTRY_STAY_MS, waiter.id, waiter.grants?.prefix ?? '', keep];
     await Promise.all(nodes.map((node) => node.run(LEAVE_SCRIPT, keys, args).catch(() => {})));
   }

@@ -189,24 +189,39 @@ end
  * A waiter giving up, or done: drops its queue entries, and a key reserved for it goes on to the
  * next head (or is freed), so the others need not wait for the reservation to lapse. So does a
  * key holding one of a hand-off waiter's tokens (ARGV[3], its prefix), other than the one it
- * keeps (ARGV[4]: the lock it holds now, '' for none): a grant it will not use.
- * KEYS: n lock keys, n queue keys. ARGV: stay (ms), waiter id, token prefix ('' for none), token kept.
+ * keeps (ARGV[4]: the lock it holds now, '' for none): a grant it will not use. So does a key a
+ * release gave to the readers (handOn) once no reader holds there and none heads the queue: the
+ * leaving reader was the last one it was kept for (one that holds the lock through the other
+ * masters, its entry here left from a refusal), and nobody would come for it until it lapsed,
+ * `stay` later, every writer refused here meanwhile.
+ * KEYS: n lock keys, n queue keys, n holders keys. ARGV: stay (ms), waiter id, token prefix ('' for
+ * none), token kept.
  */
 export const LEAVE_SCRIPT = script(
   'leave',
   QUEUE_LUA +
-    `local n = #KEYS / 2
+    `local function readersDone(h, q)
+  local now = nowMs()
+  local holders = redis.call('HGETALL', h)
+  for j = 2, #holders, 2 do
+    if tonumber(string.match(holders[j], '^%S+')) > now then return false end
+  end
+  local head, _, _, entry = liveHead(q, now, nil)
+  return not head or string.match(entry, '^%S+ %S+ (%S+)') ~= '${READ.marker}'
+end
+local n = #KEYS / 3
 local prefix, keep = ARGV[3] or '', ARGV[4] or ''
 for i = 1, n do
   redis.call('HDEL', KEYS[n + i], ARGV[2])
   local owner = redis.call('GET', KEYS[i])
-  if owner and (owner == '~' .. ARGV[2] or (prefix ~= '' and owner ~= keep and string.sub(owner, 1, #prefix) == prefix)) then
+  if owner and (owner == '~' .. ARGV[2] or (prefix ~= '' and owner ~= keep and string.sub(owner, 1, #prefix) == prefix)
+      or (owner == '${READ.marker}' and readersDone(KEYS[2 * n + i], KEYS[n + i]))) then
     handOn(KEYS[i], KEYS[n + i], tonumber(ARGV[1]))
   end
 end
 return 1`,
   // ARGV: stay, waiter id.
-  { votes: false, layout: blocks({ perResource: 2 }, sameArgs), merge: () => ({ reply: 1, undo: [] }) },
+  { votes: false, layout: blocks({ perResource: 3 }, sameArgs), merge: () => ({ reply: 1, undo: [] }) },
 );
 
 /**
