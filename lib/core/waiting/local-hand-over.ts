@@ -162,5 +162,5 @@ export class LocalHandOver {
 
 /** Callers for the same resources (in the same order) form one line. */
 export function lineOf(keys: readonly string[]): string {
-  return keys.join('\n');
+  return keys.length === 1 ? keys[0]! : keys.join('\n');
 }

@@ -45,10 +45,12 @@ export const FREES: BatchedRequests<FreeRequest, number> = {
   },
 };
 
-/** Alone: a plain command, no script to run; only a refusal costs a second one. */
-async function take(node: RedisNode, { key, token, ttlMs }: TakeRequest): Promise<unknown> {
-  if ((await node.client.command('SET', [key, token, 'PX', ttlMs, 'NX'])) === 'OK') return TAKEN;
-  return node.client.command('PTTL', [key]);
+/**
+ * Alone: a plain command, no script to run; only a refusal costs a second one. A `then`, not an
+ * async function: one promise fewer per master on every uncontended acquire.
+ */
+function take(node: RedisNode, { key, token, ttlMs }: TakeRequest): Promise<unknown> {
+  return node.client.command('SET', [key, token, 'PX', ttlMs, 'NX']).then((reply) => (reply === 'OK' ? TAKEN : node.client.command('PTTL', [key])));
 }
 
 async function takes(node: RedisNode, items: readonly TakeRequest[]): Promise<readonly unknown[]> {
@@ -80,14 +82,14 @@ async function takesAcked(node: RedisNode, items: readonly TakeRequest[]): Promi
 }
 
 /** Alone: one lock's keys; a one-key lock, the common case, by the lighter script. */
-async function free(node: RedisNode, item: FreeRequest): Promise<number> {
-  if (item.keys.length > 1) return (await frees(node, [item]))[0]!;
+function free(node: RedisNode, item: FreeRequest): Promise<number> {
+  if (item.keys.length > 1) return frees(node, [item]).then((freed) => freed[0]!);
   return freeOne(node, item);
 }
 
-async function freeOne(node: RedisNode, item: FreeRequest): Promise<number> {
+function freeOne(node: RedisNode, item: FreeRequest): Promise<number> {
   const args = [item.token, item.waiterId, QUEUE_ENTRY_STAY_MS];
-  return freedPerKey([await node.run(RELEASE_ONE_SCRIPT, [item.keys[0]!, item.queueKeys[0]!], args)], 1)[0]!;
+  return node.run(RELEASE_ONE_SCRIPT, [item.keys[0]!, item.queueKeys[0]!], args).then((reply) => freedPerKey([reply], 1)[0]!);
 }
 
 async function frees(node: RedisNode, items: readonly FreeRequest[]): Promise<number[]> {

@@ -21,6 +21,8 @@ interface IoredisSettings {
   enableTLSForSentinelMode?: boolean;
 }
 
+type CommandMethod = (...args: CommandArgument[]) => Promise<unknown>;
+
 /** An ioredis client (or Cluster client) as a master. */
 export class IoredisClient implements MasterClient {
   readonly library = 'ioredis';
@@ -62,8 +64,9 @@ export class IoredisClient implements MasterClient {
 
   /** By the client's own method of that name (`set`, `pttl`, `cluster`, `script`), as the engine always sent them. */
   command(name: string, args: readonly CommandArgument[]): Promise<unknown> {
-    const method = (this.client as unknown as Record<string, (...args: CommandArgument[]) => Promise<unknown>>)[name.toLowerCase()];
-    return method ? method.apply(this.client, [...args]) : this.client.call(name, ...args);
+    const method = (this.client as unknown as Record<string, CommandMethod | undefined>)[name.toLowerCase()];
+    // apply copies the arguments onto the stack: the array itself is not kept.
+    return method ? method.apply(this.client, args as CommandArgument[]) : this.client.call(name, ...args);
   }
 
   info(section: string): Promise<string> {
