@@ -4,9 +4,11 @@ import { connect, disconnect } from '../support/clients.js';
 import { WAIT_MS, type LockAdapter, type SetupOptions, type SharedShape } from './lock-adapter.js';
 
 export class RedisSemaphoreAdapter implements LockAdapter<RedlockMutex> {
-  readonly name = 'redis-semaphore (RedlockMutex)';
+  /** One name for every scenario: which of its classes a scenario uses is in `settings`. */
+  readonly name = 'redis-semaphore';
   readonly packageName = 'redis-semaphore';
   readonly settings =
+    'RedlockMutex for a lock, RedlockSemaphore for a permit, RedlockMultiSemaphore for weighted permits; ' +
     `acquireTimeout ${WAIT_MS}; default retryInterval 10 ms (no jitter); ` +
     'refreshInterval 0 (no auto-refresh, like the other libraries\' plain acquire)';
   #clients: Redis[] = [];
