@@ -276,7 +276,8 @@ describe('using', () => {
   it('aborts its signal with the reason when the lock is lost', async () => {
     await redlock.using('lost', 300, async (signal, lock) => {
       await takeOver('redlock:lost', 'thief');
-      await once(signal, 'abort');
+      // A 300 ms lock may be lost (its extension refused) while takeOver's writes are out.
+      if (!signal.aborted) await once(signal, 'abort');
       expect(signal.reason).toBeInstanceOf(LockLostError);
       expect(() => lock.assertValid()).toThrow(LockLostError);
       expect(lock.remainingMs()).toBe(0);
