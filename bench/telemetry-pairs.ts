@@ -266,7 +266,7 @@ for (const way of ways) {
     // The call's start and the grant are the engine's own clock reads, made with telemetry off
     // too: the hooks are handed them, so they are not read here.
     const observer = guard.acquireStarted(fakeLock.resources, job.ttlMs, 0);
-    observer?.round(3);
+    observer?.round(3, 0.15);
     guard.lockHeld(fakeLock);
     observer?.ended('acquired', undefined, 0.15);
     guard.lockReleased(fakeLock, 0.2);

@@ -42,7 +42,7 @@ export class WaitingCount {
   #observe(resources: readonly string[], app: AcquireObserver | undefined): AcquireObserver {
     let waiting = false;
     return {
-      round: (granted) => app?.round?.(granted),
+      round: (granted, durationMs) => app?.round?.(granted, durationMs),
       handedOff: (granted) => app?.handedOff?.(granted),
       waiting: () => {
         waiting = true;

@@ -365,7 +365,7 @@ describe('the instrumentation option', () => {
   });
 
   it("tells an acquire observer the call's duration and its wait, as the engine measured them", async () => {
-    const ended: { outcome: string; durationMs: number; waitedMs: number | undefined }[] = [];
+    const ended: { outcome: string; durationMs: number; waitedMs: number | undefined; rounds: number[] }[] = [];
     let sawWaiting!: () => void;
     const waits = new Promise<void>((resolve) => (sawWaiting = resolve));
     const clients = await connectMasters(fleet.urls());
@@ -373,10 +373,14 @@ describe('the instrumentation option', () => {
     const redlock = new Redlock(clients, {
       ...FRESH_FLEET,
       instrumentation: {
-        acquireStarted: () => ({
-          waiting: () => sawWaiting(),
-          ended: (outcome, _error, durationMs, waitedMs) => void ended.push({ outcome, durationMs, waitedMs }),
-        }),
+        acquireStarted: () => {
+          const rounds: number[] = [];
+          return {
+            waiting: () => sawWaiting(),
+            round: (_granted, roundMs) => void rounds.push(roundMs),
+            ended: (outcome, _error, durationMs, waitedMs) => void ended.push({ outcome, durationMs, waitedMs, rounds }),
+          };
+        },
       },
     });
     await redlock.verifyMasters();
@@ -395,6 +399,14 @@ describe('the instrumentation option', () => {
     expect(refused!.waitedMs).toBeUndefined();
     expect(waited!.waitedMs).toBeGreaterThan(0);
     expect(waited!.waitedMs).toBeLessThanOrEqual(waited!.durationMs);
+    // Each round's own span, inside its call's: a lone acquire and a refused try are one round each.
+    expect(alone!.rounds).toHaveLength(1);
+    expect(refused!.rounds).toHaveLength(1);
+    for (const call of ended) {
+      expect(call.rounds.length).toBeGreaterThan(0);
+      for (const roundMs of call.rounds) expect(roundMs).toBeGreaterThan(0);
+      expect(call.rounds.reduce((sum, roundMs) => sum + roundMs, 0)).toBeLessThanOrEqual(call.durationMs);
+    }
   });
 
   it('survives a hook that throws: locks work, the failure is logged once', async () => {

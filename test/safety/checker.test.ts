@@ -319,6 +319,24 @@ describe('the safety checker', () => {
     // Still caught: a promise that ignored the round's 50 ms.
     const greedy = checkHistory(timed('b', 1138), { validitySlackMs: 5 });
     expect(greedy.counts['validity-excess']).toBe(1);
-    expect(greedy.violations[0]!.message).toMatch(/taken in 50\.0 ms promised validity until 988\.0 ms after the call began in the engine/);
+    expect(greedy.violations[0]!.message).toMatch(/taken in 50\.0 ms promised validity until 988\.0 ms after the round began in the engine/);
+  });
+
+  it('counts a single round from its own start where the engine timed it, not from the call\'s', () => {
+    // The engine began the call at 150 and had its grant at 400, but its one round took only the
+    // last 50 ms (the process was descheduled for 200 ms before sending it). The round began at
+    // 350: valid until 350 + 1000 - 12 - 50 = 1288 at most.
+    const timed = (token: string, validUntil: number, roundMs?: number) =>
+      hold({ token, invoke: 0, ok: 700, validFor: validUntil - 700, single: true }).map((event) =>
+        event.phase === 'ok' ? { ...event, engineStartedAt: T(150), engineMs: 250, ...(roundMs === undefined ? {} : { engineRoundMs: roundMs }) } : event,
+      );
+    // Counted from the call's start, this honest promise looks 400 ms too long (twice the gap).
+    expect(checkHistory(timed('a', 1288), { validitySlackMs: 5 }).counts['validity-excess']).toBe(1);
+    expect(checkHistory(timed('a', 1288, 50), { validitySlackMs: 5 }).ok).toBe(true);
+    // Still caught: a promise that ignored the round's 50 ms, or counted from the round's end.
+    const greedy = checkHistory(timed('b', 1338, 50), { validitySlackMs: 5 });
+    expect(greedy.counts['validity-excess']).toBe(1);
+    expect(greedy.violations[0]!.message).toMatch(/taken in 50\.0 ms promised validity until 988\.0 ms after the round began in the engine/);
+    expect(checkHistory(timed('c', 400 + 988, 50), { validitySlackMs: 5 }).counts['validity-excess']).toBe(1);
   });
 });

@@ -151,9 +151,9 @@ export class GuardedAcquire {
     this.#startedAt = startedAt;
   }
 
-  round(granted: number): void {
+  round(granted: number, durationMs: number): void {
     try {
-      this.#observer.round?.(granted);
+      this.#observer.round?.(granted, durationMs);
     } catch (error) {
       this.#guard.failed('AcquireObserver.round', error);
     }

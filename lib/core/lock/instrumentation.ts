@@ -55,8 +55,13 @@ export interface MasterAddress {
 
 /** Follows one acquire call, from `acquireStarted` to `ended` (called exactly once). */
 export interface AcquireObserver {
-  /** One round (one request to every master) was decided; `granted` masters had granted it by then (stragglers answer later). */
-  round?(granted: number): void;
+  /**
+   * One round (one request to every master, and for a fenced lock the fence's second request) was
+   * decided; `granted` masters had granted it by then (stragglers answer later). `durationMs` runs
+   * from just before its requests went out to its decision: the span its lock's validity counts
+   * from, as the engine measured it.
+   */
+  round?(granted: number, durationMs: number): void;
   /** The lock was granted by hand-off (no round of the caller's own): `granted` masters had granted it. */
   handedOff?(granted: number): void;
   /** The call had to wait (held elsewhere, or masters in restart quarantine); its waiting lasts until `ended`. Called at most once. */

@@ -54,8 +54,8 @@ export function attemptOn(
   const taken: Take = store.reachable ? take(token) : { granted: false, waitMs: undefined };
   if ('mismatch' in taken) throwMismatch(taken.mismatch, resources, kind, () => store.leave(keys, waiter.id));
   const fence = taken.granted && fencing ? store.raiseFence(keys, options.fenceTimeFloor) : undefined;
-  observer?.round(taken.granted ? 1 : 0);
   const end = monotonicNow();
+  observer?.round(taken.granted ? 1 : 0, end - start);
   const left = validityLeftMs(ttlMs, start, end, options.driftFactor);
   if (taken.granted && left > 0) {
     const lock = new Lock(parts.engine, resources, keys, token, ttlMs, end + left, fence, kind, taken.slots);

@@ -215,13 +215,16 @@ function checkValidity(events: readonly HistoryEvent[], holds: readonly Hold[], 
       continue;
     }
     if (!ok.single || hold.invokedAt === undefined || ok.ttl === undefined) continue;
-    // validUntil = start + ttl - (end - start) - drift. By the engine's own timing of the call
-    // where the worker has it (start a few microseconds before the round's, end the round's);
+    // validUntil = start + ttl - (end - start) - drift. By the engine's own timing of the round
+    // where the worker has it: the call ended a few microseconds after the round was decided, so
+    // the round began its own duration before. Else by the call's (a process descheduled between
+    // the call's start and its round's makes an honest promise look too long by twice the gap);
     // else with invoke <= start and end <= ok, which a descheduled worker stretches.
     const drift = Math.round(ok.ttl * (ok.driftFactor ?? 0.01)) + 2;
     const timed = ok.engineStartedAt !== undefined && ok.engineMs !== undefined;
-    const startedAt = timed ? ok.engineStartedAt! : hold.invokedAt;
-    const elapsed = timed ? nsFromMs(ok.engineMs!) : hold.okAt - hold.invokedAt;
+    const roundMs = timed ? (ok.engineRoundMs ?? ok.engineMs!) : undefined;
+    const startedAt = timed ? ok.engineStartedAt! + nsFromMs(ok.engineMs! - roundMs!) : hold.invokedAt;
+    const elapsed = roundMs !== undefined ? nsFromMs(roundMs) : hold.okAt - hold.invokedAt;
     const bound = startedAt + nsFromMs(ok.ttl - drift) - elapsed + nsFromMs(slackMs);
     if (granted > bound) {
       out.push({
@@ -230,7 +233,7 @@ function checkValidity(events: readonly HistoryEvent[], holds: readonly Hold[], 
         at: hold.okAt,
         message:
           `${holder(hold)}: a ${ok.ttl} ms lock taken in ${ms(elapsed).toFixed(1)} ms promised validity until ` +
-          `${ms(granted - startedAt).toFixed(1)} ms after the call${timed ? ' began in the engine' : ''}, more than ttl - drift - elapsed allows`,
+          `${ms(granted - startedAt).toFixed(1)} ms after the ${timed ? 'round began in the engine' : 'call'}, more than ttl - drift - elapsed allows`,
       });
     }
   }

@@ -66,6 +66,12 @@ export interface HistoryEvent {
    */
   engineStartedAt?: bigint;
   engineMs?: number;
+  /**
+   * acquire ok of a single round: how long the round took by the engine's clock, from just before
+   * its requests went out to its decision (the observer's `round`). The call's time before the
+   * round (its own bookkeeping, or the process descheduled there) is not spent from validity.
+   */
+  engineRoundMs?: number;
   /** acquire ok: a reader (`'read'`); absent for the exclusive lock. */
   mode?: 'read' | 'write';
   /** acquire ok: granted by a release (server-side hand-off), with no round of the caller's own. */

@@ -52,6 +52,7 @@ async function newEngine(): Promise<Engine> {
       call.startedAt = now();
       return {
         handedOff: () => void (call.handedOff = true),
+        round: (_granted: number, durationMs: number) => void (call.roundMs = durationMs),
         ended: (_outcome: unknown, _error: unknown, durationMs: number) => void (call.durationMs = durationMs),
       };
     },
@@ -145,6 +146,7 @@ interface Observed {
   handedOff: boolean;
   startedAt?: bigint;
   durationMs?: number;
+  roundMs?: number;
 }
 
 /** The acquire call being started, for the engine's observer (see newEngine). */
@@ -192,7 +194,7 @@ function waitingOptions(cycle: Cycle) {
  * timing of the call when its observer saw it. `oneRound`: a single round's call.
  */
 function acquired(engine: Engine, cycle: Cycle, lock: Lock, observed: Observed, oneRound = false): void {
-  const { handedOff, startedAt, durationMs } = observed;
+  const { handedOff, startedAt, durationMs, roundMs } = observed;
   const { worker, resource, ttl, id } = cycle;
   record({
     worker,
@@ -203,6 +205,7 @@ function acquired(engine: Engine, cycle: Cycle, lock: Lock, observed: Observed, 
     ttl,
     single: oneRound,
     ...(startedAt !== undefined && durationMs !== undefined ? { engineStartedAt: startedAt, engineMs: durationMs } : {}),
+    ...(roundMs !== undefined ? { engineRoundMs: roundMs } : {}),
     ...(handedOff ? { handedOff: true } : {}),
     driftFactor: engine.redlock.options.driftFactor,
     token: lock.token,

@@ -102,10 +102,10 @@ export class ExclusiveKind implements HoldKind {
       const fenceArgs = [token, fence, keys.length, expireMs];
       round = await this.rounds.round(ttlMs, grantedIfOne, this.rounds.vote((node) => node.write(FENCE_SCRIPT, scriptKeys, fenceArgs, acks)), 'acquire');
     }
-    observer?.round(round.granted);
     // Validity counts from `start`: the rounds have spent part of it already. Only what is left
     // now makes a lock; a lock handed out with nothing left would have expired on arrival.
     const end = monotonicNow();
+    observer?.round(round.granted, end - start);
     const left = validityLeftMs(ttlMs, start, end, options.driftFactor);
     if (round.granted >= quorum && left > 0) {
       const lock = new Lock(this.rounds.engine, resources, keys, token, ttlMs, end + left, fence);

@@ -165,8 +165,8 @@ export abstract class SharedKind implements HoldKind {
       round = await this.rounds.round(ttlMs, grantedIfOne, this.rounds.vote((node) => node.write(SHARED_FENCE_SCRIPT, scriptKeys, fenceArgs, acks)), 'acquire');
       agreed.count = round.granted;
     }
-    observer?.round(agreed.count);
     const end = monotonicNow();
+    observer?.round(agreed.count, end - start);
     const left = validityLeftMs(ttlMs, start, end, options.driftFactor);
     if (agreed.count >= quorum && left > 0) {
       const slots = this.slotsOf(agreed.slots!);
