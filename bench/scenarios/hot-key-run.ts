@@ -28,6 +28,11 @@ export interface HotKeyRun {
   reports: WorkerReport[];
   /** With a store: the counter every hold incremented (lost updates = holds − counter). */
   counter?: number;
+  /**
+   * The masters' user+system CPU (INFO cpu, summed over them) from just before the start to the
+   * last report, in ms: with the workers' own (WorkerReport.cpuMs), what the run cost the machine.
+   */
+  mastersCpuMs: number;
 }
 
 /**
@@ -61,18 +66,38 @@ export async function runHotKey(
     const startAt = process.hrtime.bigint() + BigInt(START_DELAY_MS * 1e6);
     const go: WorkerGo = { startAt: String(startAt), endAt: String(startAt + BigInt(shape.durationMs * 1e6)) };
     const replies = children.map((child) => nextMessage<WorkerReport>(child, 'hot-key worker'));
+    const mastersCpuBefore = await mastersCpuMs(urls);
     for (const child of children) child.send(go);
     const reports = await Promise.all(replies);
-    if (!storeUrl) return { reports };
+    const mastersCpu = (await mastersCpuMs(urls)) - mastersCpuBefore;
+    if (!storeUrl) return { reports, mastersCpuMs: mastersCpu };
     const store = new Redis(storeUrl);
     try {
-      return { reports, counter: Number((await store.get(`${key}:counter`)) ?? 0) };
+      return { reports, counter: Number((await store.get(`${key}:counter`)) ?? 0), mastersCpuMs: mastersCpu };
     } finally {
       store.disconnect();
     }
   } finally {
     for (const child of children) if (child.exitCode === null) child.kill('SIGKILL');
   }
+}
+
+/** The masters' user+system CPU so far (INFO cpu: every thread of each server), summed, in ms. */
+async function mastersCpuMs(urls: readonly string[]): Promise<number> {
+  const used = await Promise.all(
+    urls.map(async (url) => {
+      const client = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 1 });
+      try {
+        await client.connect();
+        const info = await client.info('cpu');
+        const seconds = (name: string) => Number(new RegExp(`^${name}:([\\d.]+)`, 'm').exec(info)?.[1] ?? Number.NaN);
+        return (seconds('used_cpu_sys') + seconds('used_cpu_user')) * 1000;
+      } finally {
+        client.disconnect();
+      }
+    }),
+  );
+  return used.reduce((sum, ms) => sum + ms, 0);
 }
 
 /** The columns of summarizeMutex's figures. */

@@ -58,6 +58,8 @@ export interface WorkerReport {
   waitModes?: ('r' | 'w')[];
   /** ns since startAt when every worker of this process was done (its last release answered). */
   finishedAt: number;
+  /** This process's user+system CPU (`process.cpuUsage()`, every thread) from startAt to finishedAt, in ms. */
+  cpuMs: number;
 }
 
 const job = JSON.parse(process.argv[2]!) as WorkerJob;
@@ -70,6 +72,7 @@ const go = await new Promise<WorkerGo>((resolve) => process.once('message', (m) 
 const startAt = BigInt(go.startAt);
 const endAt = BigInt(go.endAt);
 await sleep(Number(startAt - process.hrtime.bigint()) / 1e6);
+const cpuAtStart = process.cpuUsage();
 
 const report: WorkerReport = {
   waits: [],
@@ -77,6 +80,7 @@ const report: WorkerReport = {
   censored: 0,
   holds: [],
   finishedAt: Number.NaN,
+  cpuMs: Number.NaN,
   ...(job.readShare === undefined ? {} : { holdModes: [], waitModes: [] }),
   ...(job.permits === undefined ? {} : { holdPermits: [] }),
 };
@@ -142,6 +146,8 @@ for (const [asked, mode] of waiting) {
 }
 report.censored = waiting.size;
 report.finishedAt = ns(now);
+const cpu = process.cpuUsage(cpuAtStart);
+report.cpuMs = (cpu.user + cpu.system) / 1000;
 store?.disconnect();
 if (finished) await adapter.close();
 reportAndExit(report); // exiting drops any acquire still in flight; its key expires with its ttl

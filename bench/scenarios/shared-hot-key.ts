@@ -1,6 +1,7 @@
-import { LIMIT, OURS_AND_BASE, type LibraryId } from '../adapters/index.js';
+import { availableParallelism } from 'node:os';
+import { LIMIT, OURS, OURS_AND_BASE, type LibraryId } from '../adapters/index.js';
 import { ascending, percentile } from '../support/stats.js';
-import { runHotKey, type HotKeyShape } from './hot-key-run.js';
+import { runHotKey, type HotKeyRun, type HotKeyShape } from './hot-key-run.js';
 import type { WorkerJob, WorkerReport } from './hot-key-worker.js';
 import type { Figures, Scenario } from './scenario.js';
 
@@ -117,7 +118,10 @@ function readWrite(id: string, title: string, readShare: number): Scenario<ReadW
       `the same ${p.processes * p.workersPerProcess} workers, the same reader / writer draw and critical sections in ONE ` +
       'process around a perfect in-process read-write lock (no Redis lock at all): readers share, a writer is alone, ' +
       'waiters get in strictly in arrival order (a writer waits only for those who asked before it; a release lets in ' +
-      'one writer or every reader up to the next writer); "share of the limit" = holds/s ÷ the limit\'s.',
+      'one writer or every reader up to the next writer); "share of the limit" = holds/s ÷ the limit\'s. CPU per hold: ' +
+      'the lock processes\' own user+system CPU (`process.cpuUsage()`) and the masters\' (INFO cpu), from the start to ' +
+      'the last release, ÷ every hold; cores busy: that CPU ÷ the same wall time. Readers only: right after each run, ' +
+      `the same processes and workers for ${Math.min(p.durationMs, READ_ONLY_MS) / 1000} s with every acquire a reader.`,
     metrics: [
       ...waitMetrics,
       { key: 'readWaitP99', label: 'read wait p99 (ms)', better: 'lower', digits: 1 },
@@ -126,10 +130,20 @@ function readWrite(id: string, title: string, readShare: number): Scenario<ReadW
       { key: 'writerOverlaps', label: 'writer overlaps', better: 'lower', digits: 0, informational: true },
       { key: 'failures', label: 'failed acquires', better: 'lower', digits: 0, informational: true },
       { key: 'censored', label: 'waits cut off', better: 'lower', digits: 0, informational: true },
+      { key: 'cpuPerHold', label: 'CPU per hold (µs, lock processes + masters)', better: 'lower', digits: 0, informational: true },
+      { key: 'busyCores', label: `cores busy (of ${CORES})`, better: 'lower', digits: 2, informational: true },
+      { key: 'readOnlyThroughput', label: 'readers only: holds/s', better: 'higher', digits: 0, informational: true },
+      { key: 'readOnlyCpuPerHold', label: 'readers only: CPU per hold (µs)', better: 'lower', digits: 0, informational: true },
     ],
     params: { full: { ...FULL, readShare }, smoke: { ...SMOKE, readShare } },
+    explain: explainMachineBound,
     async run({ library, urls, params }) {
-      const reports = await runWorkers(library, urls, params, { readShare: params.readShare });
+      const run = await runHotKey(library, urls, params, { readShare: params.readShare });
+      const reports = run.reports;
+      // The least a hold on the masters costs this machine: every acquire a reader, so none is
+      // ever refused (one acquire round and one release round per hold). The limit has no masters.
+      const readOnly =
+        library === LIMIT ? undefined : await runHotKey(library, urls, { ...params, durationMs: Math.min(params.durationMs, READ_ONLY_MS) }, { readShare: 1 });
       const holds = reports.flatMap((r) => r.holds.map(([from, to], i) => ({ from, to, mode: r.holdModes![i]! })));
       const byMode = (mode: 'r' | 'w') =>
         ascending(reports.flatMap((r) => r.waitModes!.flatMap((m, i) => (m === mode ? [r.waits[i]!] : []))));
@@ -141,9 +155,58 @@ function readWrite(id: string, title: string, readShare: number): Scenario<ReadW
         writerOverlaps: writerOverlaps(holds),
         failures: reports.reduce((sum, r) => sum + r.failures, 0),
         censored: reports.reduce((sum, r) => sum + r.censored, 0),
+        ...machineCost(run),
+        ...(readOnly
+          ? {
+              readOnlyThroughput: waits([], readOnly.reports.flatMap((r) => r.holds), { ...params, durationMs: Math.min(params.durationMs, READ_ONLY_MS) }).throughput!,
+              readOnlyCpuPerHold: machineCost(readOnly).cpuPerHold,
+            }
+          : {}),
       };
     },
   };
+}
+
+const CORES = availableParallelism();
+/** The readers-only run after each read-write run: long enough for a steady rate, shorter than the run. */
+const READ_ONLY_MS = 6_000;
+
+/** What a run cost the machine: its lock processes' and masters' CPU per hold (µs), and how many cores that kept busy. */
+function machineCost(run: HotKeyRun): { cpuPerHold: number; busyCores: number } {
+  const holds = run.reports.reduce((sum, r) => sum + r.holds.length, 0);
+  const cpuMs = run.reports.reduce((sum, r) => sum + r.cpuMs, 0) + run.mastersCpuMs;
+  const wallMs = Math.max(...run.reports.map((r) => r.finishedAt)) / 1e6;
+  return { cpuPerHold: (cpuMs * 1000) / holds, busyCores: cpuMs / wallMs };
+}
+
+/**
+ * 3c and 3d against the machine: the lock's processes and the masters share its cores, so the
+ * holds/s a core allows is bounded by what one hold costs them. A hold with readers only is the
+ * cheapest a hold on the masters gets; all the cores spent on such holds give the bound.
+ */
+function explainMachineBound(median: (library: LibraryId, key: string) => number): string[] {
+  const limit = median(LIMIT, 'throughput');
+  const ours = median(OURS, 'throughput');
+  const cpu = median(OURS, 'cpuPerHold');
+  const busy = median(OURS, 'busyCores');
+  const readOnly = median(OURS, 'readOnlyThroughput');
+  const readOnlyCpu = median(OURS, 'readOnlyCpuPerHold');
+  if ([limit, ours, cpu, busy, readOnly, readOnlyCpu].some(Number.isNaN)) return [];
+  const bound = (CORES * 1e6) / readOnlyCpu;
+  const needed = 0.6 * limit;
+  const allowed = (CORES * 1e6) / needed;
+  const f = (x: number) => Math.round(x).toLocaleString('en');
+  return [
+    `**What bounds the share on this machine.** The lock's processes and its 5 masters share this machine's ${CORES} cores, ` +
+      `so a hold costs CPU wherever it runs. Ours: ${f(cpu)} µs of CPU per hold (processes and masters together, user+system), ` +
+      `${busy.toFixed(2)} of ${CORES} cores busy, and ${busy.toFixed(2)} × 10⁶ ÷ ${f(cpu)} µs = ${f((busy * 1e6) / cpu)} holds/s ` +
+      `against the ${f(ours)} measured (holds that began in the window only). With readers only, right after each run (nobody ` +
+      `refused: one acquire round and one release round per hold, the least a hold on the masters costs), ours made ` +
+      `${f(readOnly)} holds/s at ${f(readOnlyCpu)} µs per hold. At that cost, all ${CORES} cores would make about ${f(bound)} holds/s: ` +
+      `${(bound / limit).toFixed(3)} of this scenario's limit (${f(limit)}): an estimate, since a hold's cost was measured at ` +
+      `that run's load, not with every core busy. A share of 0.6 (${f(needed)} holds/s) needs a hold to cost at most ` +
+      `${f(allowed)} µs of this machine's CPU, ${allowed >= readOnlyCpu ? 'more' : 'less'} than a readers-only hold's ${f(readOnlyCpu)}.`,
+  ];
 }
 
 /** Scenario 3c: 90% readers. */
