@@ -33,6 +33,8 @@ export interface HotKeyRun {
    * last report, in ms: with the workers' own (WorkerReport.cpuMs), what the run cost the machine.
    */
   mastersCpuMs: number;
+  /** The scripts the masters were sent (EVALSHA and EVAL calls, summed over them) over the same time. */
+  mastersScripts: number;
 }
 
 /**
@@ -66,14 +68,15 @@ export async function runHotKey(
     const startAt = process.hrtime.bigint() + BigInt(START_DELAY_MS * 1e6);
     const go: WorkerGo = { startAt: String(startAt), endAt: String(startAt + BigInt(shape.durationMs * 1e6)) };
     const replies = children.map((child) => nextMessage<WorkerReport>(child, 'hot-key worker'));
-    const mastersCpuBefore = await mastersCpuMs(urls);
+    const before = await mastersUsage(urls);
     for (const child of children) child.send(go);
     const reports = await Promise.all(replies);
-    const mastersCpu = (await mastersCpuMs(urls)) - mastersCpuBefore;
-    if (!storeUrl) return { reports, mastersCpuMs: mastersCpu };
+    const after = await mastersUsage(urls);
+    const masters = { mastersCpuMs: after.cpuMs - before.cpuMs, mastersScripts: after.scripts - before.scripts };
+    if (!storeUrl) return { reports, ...masters };
     const store = new Redis(storeUrl);
     try {
-      return { reports, counter: Number((await store.get(`${key}:counter`)) ?? 0), mastersCpuMs: mastersCpu };
+      return { reports, counter: Number((await store.get(`${key}:counter`)) ?? 0), ...masters };
     } finally {
       store.disconnect();
     }
@@ -82,22 +85,29 @@ export async function runHotKey(
   }
 }
 
-/** The masters' user+system CPU so far (INFO cpu: every thread of each server), summed, in ms. */
-async function mastersCpuMs(urls: readonly string[]): Promise<number> {
+/**
+ * The masters' user+system CPU so far (INFO cpu: every thread of each server) in ms, and the
+ * scripts they were sent (INFO commandstats: EVALSHA and EVAL, which a script cannot call, so
+ * every one came from a client), summed over them.
+ */
+async function mastersUsage(urls: readonly string[]): Promise<{ cpuMs: number; scripts: number }> {
   const used = await Promise.all(
     urls.map(async (url) => {
       const client = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 1 });
       try {
         await client.connect();
-        const info = await client.info('cpu');
-        const seconds = (name: string) => Number(new RegExp(`^${name}:([\\d.]+)`, 'm').exec(info)?.[1] ?? Number.NaN);
-        return (seconds('used_cpu_sys') + seconds('used_cpu_user')) * 1000;
+        const info = `${await client.info('cpu')}\n${await client.info('commandstats')}`;
+        const field = (pattern: string) => Number(new RegExp(pattern, 'm').exec(info)?.[1] ?? 0);
+        return {
+          cpuMs: (field('^used_cpu_sys:([\\d.]+)') + field('^used_cpu_user:([\\d.]+)')) * 1000,
+          scripts: field('^cmdstat_evalsha:calls=(\\d+)') + field('^cmdstat_eval:calls=(\\d+)'),
+        };
       } finally {
         client.disconnect();
       }
     }),
   );
-  return used.reduce((sum, ms) => sum + ms, 0);
+  return { cpuMs: used.reduce((sum, one) => sum + one.cpuMs, 0), scripts: used.reduce((sum, one) => sum + one.scripts, 0) };
 }
 
 /** The columns of summarizeMutex's figures. */

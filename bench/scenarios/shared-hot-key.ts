@@ -120,7 +120,8 @@ function readWrite(id: string, title: string, readShare: number): Scenario<ReadW
       'waiters get in strictly in arrival order (a writer waits only for those who asked before it; a release lets in ' +
       'one writer or every reader up to the next writer); "share of the limit" = holds/s ÷ the limit\'s. CPU per hold: ' +
       'the lock processes\' own user+system CPU (`process.cpuUsage()`) and the masters\' (INFO cpu), from the start to ' +
-      'the last release, ÷ every hold; cores busy: that CPU ÷ the same wall time. Readers only: right after each run, ' +
+      'the last release, ÷ every hold; cores busy: that CPU ÷ the same wall time; scripts per hold: the EVALSHA and EVAL ' +
+      'calls the masters were sent (INFO commandstats), ÷ every hold. Readers only: right after each run, ' +
       `the same processes and workers for ${Math.min(p.durationMs, READ_ONLY_MS) / 1000} s with every acquire a reader.`,
     metrics: [
       ...waitMetrics,
@@ -132,8 +133,10 @@ function readWrite(id: string, title: string, readShare: number): Scenario<ReadW
       { key: 'censored', label: 'waits cut off', better: 'lower', digits: 0, informational: true },
       { key: 'cpuPerHold', label: 'CPU per hold (µs, lock processes + masters)', better: 'lower', digits: 0, informational: true },
       { key: 'busyCores', label: `cores busy (of ${CORES})`, better: 'lower', digits: 2, informational: true },
+      { key: 'scriptsPerHold', label: 'scripts sent the masters per hold', better: 'lower', digits: 2, informational: true },
       { key: 'readOnlyThroughput', label: 'readers only: holds/s', better: 'higher', digits: 0, informational: true },
       { key: 'readOnlyCpuPerHold', label: 'readers only: CPU per hold (µs)', better: 'lower', digits: 0, informational: true },
+      { key: 'readOnlyScriptsPerHold', label: 'readers only: scripts per hold', better: 'lower', digits: 2, informational: true },
     ],
     params: { full: { ...FULL, readShare }, smoke: { ...SMOKE, readShare } },
     explain: explainMachineBound,
@@ -160,6 +163,7 @@ function readWrite(id: string, title: string, readShare: number): Scenario<ReadW
           ? {
               readOnlyThroughput: waits([], readOnly.reports.flatMap((r) => r.holds), { ...params, durationMs: Math.min(params.durationMs, READ_ONLY_MS) }).throughput!,
               readOnlyCpuPerHold: machineCost(readOnly).cpuPerHold,
+              readOnlyScriptsPerHold: machineCost(readOnly).scriptsPerHold,
             }
           : {}),
       };
@@ -172,11 +176,11 @@ const CORES = availableParallelism();
 const READ_ONLY_MS = 6_000;
 
 /** What a run cost the machine: its lock processes' and masters' CPU per hold (µs), and how many cores that kept busy. */
-function machineCost(run: HotKeyRun): { cpuPerHold: number; busyCores: number } {
+function machineCost(run: HotKeyRun): { cpuPerHold: number; busyCores: number; scriptsPerHold: number } {
   const holds = run.reports.reduce((sum, r) => sum + r.holds.length, 0);
   const cpuMs = run.reports.reduce((sum, r) => sum + r.cpuMs, 0) + run.mastersCpuMs;
   const wallMs = Math.max(...run.reports.map((r) => r.finishedAt)) / 1e6;
-  return { cpuPerHold: (cpuMs * 1000) / holds, busyCores: cpuMs / wallMs };
+  return { cpuPerHold: (cpuMs * 1000) / holds, busyCores: cpuMs / wallMs, scriptsPerHold: run.mastersScripts / holds };
 }
 
 /**

@@ -3,8 +3,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { QuorumUnreachableError, Redlock, type Lock, type RedlockOptions } from '../../lib/index.js';
 import { SHARED_CONTENDERS } from '../../lib/core/kinds/shared/shared-holds.js';
 import { nodeTimeoutMs, resolveOptions } from '../../lib/core/lock/redlock-options.js';
-import { SHARED_ACQUIRE_SCRIPT } from '../../lib/core/kinds/shared/shared-scripts.js';
-import { connectMasters, FRESH_FLEET, watchCalls } from '../support/masters.js';
+import { connectMasters, FRESH_FLEET, sharedAcquireWaiters, watchCalls } from '../support/masters.js';
 import { fileFleet } from '../support/file-fleet.js';
 
 // Issue 28, item 6: bursts of shared waiters on healthy masters. A process must not read its own
@@ -36,10 +35,11 @@ async function engine(options: RedlockOptions = {}): Promise<{ redlock: Redlock;
 function sharedScriptsSent(client: Redis): { sent: number; callers: Set<string> } {
   const seen = { sent: 0, callers: new Set<string>() };
   watchCalls(client, 'evalsha', (args) => {
-    if (args[0] !== SHARED_ACQUIRE_SCRIPT.sha) return;
-    seen.sent++;
-    // EVALSHA sha numkeys keys... token ttl n waiterId ...
-    seen.callers.add(String(args[2 + Number(args[1]) + 3]));
+    // One request alone, or several in a batch: each counts as a script sent.
+    for (const waiter of sharedAcquireWaiters(args)) {
+      seen.sent++;
+      seen.callers.add(waiter);
+    }
   });
   return seen;
 }

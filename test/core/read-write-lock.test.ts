@@ -7,10 +7,12 @@ import {
   LockUpgradeError,
   QuorumUnreachableError,
   LockHeldError,
+  LockKindMismatchError,
   Redlock,
+  type Lock,
   type RedlockOptions,
 } from '../../lib/index.js';
-import { connectMasters, disconnectAll, FRESH_FLEET, PATIENT, sharedRoundsOn, untilReady, waitingReports } from '../support/masters.js';
+import { connectMasters, disconnectAll, FRESH_FLEET, PATIENT, sharedAcquireWaiters, sharedRoundsOn, untilReady, waitingReports, watchCalls } from '../support/masters.js';
 import { RedisFleet } from '../support/redis-fleet.js';
 
 let fleet: RedisFleet;
@@ -281,3 +283,77 @@ describe('restart quarantine', () => {
 async function untilQueued(clients: readonly Redis[], resource: string): Promise<void> {
   await expect.poll(async () => Math.max(...(await Promise.all(clients.map((c) => c.hlen(`redlock-queue:${resource}`))))), { timeout: 20_000 }).toBeGreaterThan(0);
 }
+
+// Readers and permits of one process that ask in one tick (a writer's release wakes them
+// together) reach each master in two calls: the first alone, the others in one batch that the
+// master runs one after the other, as it would have run them sent apart.
+/** Per master, each shared acquire call the engine sends it from now on, as the waiter ids it carries. */
+function sharedCalls(clients: readonly Redis[]): string[][][] {
+  return clients.map((client) => {
+    const calls: string[][] = [];
+    watchCalls(client, 'evalsha', (args) => {
+      const waiters = sharedAcquireWaiters(args);
+      if (waiters.length > 0) calls.push(waiters);
+    });
+    return calls;
+  });
+}
+
+const holders = (clients: readonly Redis[], resource: string) => Promise.all(clients.map((client) => client.hlen(`redlock-holders:${resource}`)));
+
+describe('shared acquires of one tick', () => {
+  it('go to each master as one call alone and one batch, and every reader holds', async () => {
+    const { redlock, clients } = await engine();
+    const calls = sharedCalls(clients);
+    const readers = await Promise.all([0, 1, 2, 3].map(() => redlock.acquire('together', 10_000, { mode: 'read' })));
+    expect(readers.map((reader) => reader.mode)).toEqual(['read', 'read', 'read', 'read']);
+    for (const perMaster of calls) {
+      expect(perMaster.map((waiters) => waiters.length)).toEqual([1, 3]);
+      // Four callers, each asking once.
+      expect(new Set(perMaster.flat()).size).toBe(4);
+    }
+    expect(await holders(clients, 'together')).toEqual([4, 4, 4]);
+    await Promise.all(readers.map((reader) => reader.release()));
+    expect(await holders(clients, 'together')).toEqual([0, 0, 0]);
+  });
+
+  it('never let more permits in than the limit: a batch is judged request by request', async () => {
+    const { redlock, clients } = await engine();
+    const calls = sharedCalls(clients);
+    const tries = await Promise.all([0, 1, 2, 3].map(() => redlock.tryAcquire('pool', 10_000, { limit: 2 })));
+    const permits = tries.filter((permit): permit is Lock => permit !== null);
+    expect(permits).toHaveLength(2);
+    expect(permits.map((permit) => permit.slots![0]).sort()).toEqual([0, 1]);
+    for (const perMaster of calls) expect(perMaster.map((waiters) => waiters.length)).toEqual([1, 3]);
+    expect(await holders(clients, 'pool')).toEqual([2, 2, 2]);
+    await Promise.all(permits.map((permit) => permit.release()));
+  });
+
+  it('fail only the request whose key holds another kind, not the others of its batch', async () => {
+    const other = await engine();
+    const permit = await other.redlock.acquire('a-pool', 10_000, { limit: 2 });
+    const { redlock, clients } = await engine();
+    const calls = sharedCalls(clients);
+    const [first, mismatched, third] = await Promise.allSettled([
+      redlock.acquire('a-doc', 10_000, { mode: 'read' }),
+      redlock.acquire('a-pool', 10_000, { mode: 'read', waitTimeoutMs: 5_000 }),
+      redlock.acquire('a-doc', 10_000, { mode: 'read' }),
+    ]);
+    expect(first.status === 'fulfilled' && first.value.mode).toBe('read');
+    expect(third.status === 'fulfilled' && third.value.mode).toBe('read');
+    expect(mismatched.status === 'rejected' && mismatched.reason).toBeInstanceOf(LockKindMismatchError);
+    // The mismatched reader and the third went in one batch.
+    for (const perMaster of calls) expect(perMaster[1]).toHaveLength(2);
+    expect(await holders(clients, 'a-doc')).toEqual([2, 2, 2]);
+    await permit.release();
+  });
+
+  it('are sent whole when a master has lost its scripts (SCRIPT FLUSH), and still hold', async () => {
+    const { redlock, clients } = await engine();
+    await Promise.all(clients.map((client) => client.script('FLUSH')));
+    const readers = await Promise.all([0, 1, 2].map(() => redlock.acquire('flushed', 10_000, { mode: 'read' })));
+    expect(readers.every((reader) => reader.mode === 'read')).toBe(true);
+    expect(await holders(clients, 'flushed')).toEqual([3, 3, 3]);
+    await Promise.all(readers.map((reader) => reader.release()));
+  });
+});

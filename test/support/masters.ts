@@ -1,7 +1,7 @@
 import { once } from 'node:events';
 import { Redis, type RedisOptions } from 'ioredis';
 import { Redlock, type RedlockInstrumentation, type RedlockOptions } from '../../lib/index.js';
-import { SHARED_ACQUIRE_SCRIPT } from '../../lib/core/kinds/shared/shared-scripts.js';
+import { SHARED_ACQUIRE_SCRIPT, SHARED_ACQUIRES_SCRIPT } from '../../lib/core/kinds/shared/shared-scripts.js';
 import type { RedlockClient } from '../../lib/core/voters/clients/clients.js';
 
 /**
@@ -126,10 +126,27 @@ export function watchCalls(
 /** Per shared-hold acquire round the engine sends `client` from now on, the waiter id it carries (ARGV[4]). */
 export function sharedRoundsOn(client: Redis): string[] {
   const rounds: string[] = [];
-  watchCalls(client, 'evalsha', (args) => {
-    if (args[0] === SHARED_ACQUIRE_SCRIPT.sha) rounds.push(String(args[2 + Number(args[1]) + 3]));
-  });
+  watchCalls(client, 'evalsha', (args) => rounds.push(...sharedAcquireWaiters(args)));
   return rounds;
+}
+
+/**
+ * The waiter id (ARGV[4]) of each shared-hold acquire request one EVALSHA carries: one for
+ * SHARED_ACQUIRE_SCRIPT, each request's for a batch (SHARED_ACQUIRES_SCRIPT: ARGV is the count,
+ * each request's key and argument counts, then their arguments in turn), none for other scripts.
+ */
+export function sharedAcquireWaiters(args: readonly unknown[]): string[] {
+  const argv = args.slice(2 + Number(args[1])).map(String);
+  if (args[0] === SHARED_ACQUIRE_SCRIPT.sha) return [argv[3]!];
+  if (args[0] !== SHARED_ACQUIRES_SCRIPT.sha) return [];
+  const count = Number(argv[0]);
+  const ids: string[] = [];
+  let at = 1 + 2 * count;
+  for (let request = 0; request < count; request++) {
+    ids.push(argv[at + 3]!);
+    at += Number(argv[2 + 2 * request]);
+  }
+  return ids;
 }
 
 /** Per acquire of the engine given `instrumentation`, in the order they began, whether it has reported waiting. */

@@ -69,13 +69,14 @@ local function liveHead(q, now, except, sharer)
   end
   return head, headTicket, headDeadline, headEntry, second
 end
--- Whether a live waiter stands ahead of (me, ticket) in a queue KEYS[n + i] not reserved for us
+-- Whether a live waiter stands ahead of (me, ticket) in a queue keys[n + i] not reserved for us
 -- (one tagged \`sharer\` does not count, see liveHead), and how long the longest-lived such
--- head's entry lasts; and which of the queues exist.
-local function aheadOf(n, reserved, me, ticket, sharer)
+-- head's entry lasts; and which of the queues exist. keys: the request's keys (KEYS by default).
+local function aheadOf(n, reserved, me, ticket, sharer, keys)
+  keys = keys or KEYS
   local queued, headWait, queues = false, -2, {}
   for i = 1, n do
-    local q = KEYS[n + i]
+    local q = keys[n + i]
     queues[i] = redis.call('EXISTS', q) == 1
     -- A key reserved for us means a release found us at the head here: no one is ahead.
     if queues[i] and not reserved[i] then
@@ -89,15 +90,16 @@ local function aheadOf(n, reserved, me, ticket, sharer)
   end
   return queued, headWait, queues
 end
--- A refused caller (me, with its ticket as sent) takes its place in the n queues KEYS[n + i] for
+-- A refused caller (me, with its ticket as sent) takes its place in the n queues keys[n + i] for
 -- wait ms plus its stay; tag follows the deadline in the entry ('' for none). A hand-off
--- waiter's tag is its grant (see grantTag).
-local function enlist(n, me, ticket, wait, stay, tag)
+-- waiter's tag is its grant (see grantTag). keys: the request's keys (KEYS by default).
+local function enlist(n, me, ticket, wait, stay, tag, keys)
   if me == '' then return end
+  keys = keys or KEYS
   local deadline = nowMs() + math.max(wait, 0) + stay
   for i = 1, n do
-    redis.call('HSET', KEYS[n + i], me, ticket .. ' ' .. deadline .. tag)
-    redis.call('PEXPIRE', KEYS[n + i], math.max(wait, 0) + stay * 2)
+    redis.call('HSET', keys[n + i], me, ticket .. ' ' .. deadline .. tag)
+    redis.call('PEXPIRE', keys[n + i], math.max(wait, 0) + stay * 2)
   end
 end
 -- What a hand-off waiter's entry carries after its deadline: the token and ttl a release grants

@@ -16,6 +16,7 @@ import type { HandOffGrants } from '../../waiting/hand-off-grants.js';
 import type { Waiter } from '../../waiting/waiter.js';
 import { QUEUE_ENTRY_STAY_MS } from '../../waiting/queue-scripts.js';
 import type { AttemptCall, Attempted, HeldBy, HoldKind, KindParts } from '../hold-kind.js';
+import { SHARED_ACQUIRES } from './shared-batches.js';
 import { readSharedReply, SHARED_ACQUIRE_SCRIPT, SHARED_EXTEND_SCRIPT, SHARED_FENCE_SCRIPT, SHARED_RELEASE_SCRIPT, sharedVote } from './shared-scripts.js';
 
 /**
@@ -138,7 +139,8 @@ export abstract class SharedKind implements HoldKind {
     // Per master, what it granted (a round's votes count only where they agree on the slots), and any mismatch.
     const grants: ({ slots: string; free: readonly string[] } | undefined)[] = [];
     let mismatch: { resourceIndex: number; found: string } | undefined;
-    const request = this.rounds.vote((node) => node.write(SHARED_ACQUIRE_SCRIPT, scriptKeys, args, acks));
+    // With replicaAcks, a grant waits for its own WAIT: such requests go alone.
+    const request = this.rounds.vote((node) => (acks ? node.write(SHARED_ACQUIRE_SCRIPT, scriptKeys, args, acks) : node.batched(SHARED_ACQUIRES, { keys: scriptKeys, args })));
     const send = (node: RedisNode, index: number) =>
       request(node).then((reply) => {
         try {

@@ -48,29 +48,9 @@ local function wakeHead(key, q, now, marker, stay)
 end
 `;
 
-/**
- * A reader or a permit, all or nothing on this node. Granted when, for every resource, the lock
- * key is free, holds this kind's marker, or is reserved for us; a permit also needs `permits`
- * free slots (the preferred ones that are free, then the first free in 0..limit-1: one order for
- * every client, so that masters tend to agree);
- * and no live waiter with a lower ticket is queued (a waiting writer stops later readers; a
- * reader waits for no reader, since both would share).
- * A lock key holding another kind's marker, or a writer's token when we want a permit, is a
- * mismatch of kinds: reported, never waited for. Refused callers enlist in the fair queue as
- * the acquire script does, their entry tagged with the marker so a grant that leaves room
- * wakes only a waiter of the same kind.
- * KEYS: n lock keys, n queue keys, n holders keys, then n fence keys when fenced.
- * ARGV: token, ttl ms, n, waiter id, ticket, entry stay ms, marker, limit (0 for a reader),
- * permits (how many slots: 1 but for a weighted permit), then per resource the preferred slots
- * ("1,3"; '' for none).
- * Returns {1, fence, slots per resource ("1,3"), free slots per resource ("0,1,3")}, {0, wait} or
- * {2, resource index, what holds it}. The free slots let a client whose masters disagreed on
- * the slots pick those free on most of them.
- */
-export const SHARED_ACQUIRE_SCRIPT = script(
-  'shared-acquire',
-  SHARED_LUA +
-    `local token, ttl, n = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+/** The acquire of one reader or permit (SHARED_ACQUIRE_SCRIPT), as a function of its KEYS and ARGV, so that a batch can run several. */
+const ACQUIRE_ONE_LUA = `local function acquireOne(KEYS, ARGV)
+local token, ttl, n = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local me, ticket, stay = ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6])
 local marker, limit, permits = ARGV[7], tonumber(ARGV[8]), tonumber(ARGV[9])
 local reservation = me ~= '' and ('~' .. me) or nil
@@ -131,10 +111,10 @@ for i = 1, n do
     end
   end
 end
-local queued, headWait, queues = aheadOf(n, reserved, me, ticket, limit == 0 and marker or nil)
+local queued, headWait, queues = aheadOf(n, reserved, me, ticket, limit == 0 and marker or nil, KEYS)
 if wait ~= -2 or full or queued then
   if wait == -2 then wait = headWait end
-  enlist(n, me, ARGV[5], wait, stay, ' ' .. marker)
+  enlist(n, me, ARGV[5], wait, stay, ' ' .. marker, KEYS)
   return {0, wait}
 end
 local reply = {1, 0}
@@ -160,7 +140,34 @@ for i = 1, n do
     wakeHead(KEYS[i], KEYS[n + i], now, marker, stay)
   end
 end
-return reply`,
+return reply
+end
+`;
+
+/**
+ * A reader or a permit, all or nothing on this node. Granted when, for every resource, the lock
+ * key is free, holds this kind's marker, or is reserved for us; a permit also needs `permits`
+ * free slots (the preferred ones that are free, then the first free in 0..limit-1: one order for
+ * every client, so that masters tend to agree);
+ * and no live waiter with a lower ticket is queued (a waiting writer stops later readers; a
+ * reader waits for no reader, since both would share).
+ * A lock key holding another kind's marker, or a writer's token when we want a permit, is a
+ * mismatch of kinds: reported, never waited for. Refused callers enlist in the fair queue as
+ * the acquire script does, their entry tagged with the marker so a grant that leaves room
+ * wakes only a waiter of the same kind.
+ * KEYS: n lock keys, n queue keys, n holders keys, then n fence keys when fenced.
+ * ARGV: token, ttl ms, n, waiter id, ticket, entry stay ms, marker, limit (0 for a reader),
+ * permits (how many slots: 1 but for a weighted permit), then per resource the preferred slots
+ * ("1,3"; '' for none).
+ * Returns {1, fence, slots per resource ("1,3"), free slots per resource ("0,1,3")}, {0, wait} or
+ * {2, resource index, what holds it}. The free slots let a client whose masters disagreed on
+ * the slots pick those free on most of them.
+ */
+export const SHARED_ACQUIRE_SCRIPT = script(
+  'shared-acquire',
+  SHARED_LUA +
+    ACQUIRE_ONE_LUA +
+    `return acquireOne(KEYS, ARGV)`,
   {
     votes: true,
     // ARGV: token, ttl, n, waiter id, ticket, stay, marker, limit, permits, then per resource the preferred slots.
@@ -173,6 +180,30 @@ return reply`,
       args: [QUEUE_ENTRY_STAY_MS, call.args[0]!, '', call.args[6]!, call.args[7]!, ...call.indexes.map(() => '')],
     }),
   },
+);
+
+/**
+ * Several SHARED_ACQUIRE_SCRIPT requests in one call, run one after the other as that script
+ * would run them sent one by one (SharedAcquires: the requests of one tick on one connection).
+ * KEYS: each request's keys in turn. ARGV: the count c, then per request its key and argument
+ * counts, then each request's arguments in turn. Returns each request's reply, in order.
+ */
+export const SHARED_ACQUIRES_SCRIPT = script(
+  'shared-acquires',
+  SHARED_LUA +
+    ACQUIRE_ONE_LUA +
+    `local c = tonumber(ARGV[1])
+local replies = {}
+local key, arg = 0, 2 * c + 1
+for r = 1, c do
+  local nk, na = tonumber(ARGV[2 * r]), tonumber(ARGV[2 * r + 1])
+  local keys, args = {}, {}
+  for i = 1, nk do keys[i] = KEYS[key + i] end
+  for i = 1, na do args[i] = ARGV[arg + i] end
+  key, arg = key + nk, arg + na
+  replies[r] = acquireOne(keys, args)
+end
+return replies`,
 );
 
 /**
