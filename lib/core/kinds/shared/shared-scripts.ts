@@ -184,7 +184,7 @@ export const SHARED_ACQUIRE_SCRIPT = script(
 
 /**
  * Several SHARED_ACQUIRE_SCRIPT requests in one call, run one after the other as that script
- * would run them sent one by one (SharedAcquires: the requests of one tick on one connection).
+ * would run them sent one by one (SHARED_ACQUIRES: the requests of one tick on one connection).
  * KEYS: each request's keys in turn. ARGV: the count c, then per request its key and argument
  * counts, then each request's arguments in turn. Returns each request's reply, in order.
  */
