@@ -145,8 +145,8 @@ function readWrite(id: string, title: string, readShare: number): Scenario<ReadW
       const reports = run.reports;
       // The least a hold on the masters costs this machine: every acquire a reader, so none is
       // ever refused (one acquire round and one release round per hold). The limit has no masters.
-      const readOnly =
-        library === LIMIT ? undefined : await runHotKey(library, urls, { ...params, durationMs: Math.min(params.durationMs, READ_ONLY_MS) }, { readShare: 1 });
+      const readOnlyShape = { ...params, durationMs: Math.min(params.durationMs, READ_ONLY_MS) };
+      const readOnly = library === LIMIT ? undefined : await runHotKey(library, urls, readOnlyShape, { readShare: 1 });
       const holds = reports.flatMap((r) => r.holds.map(([from, to], i) => ({ from, to, mode: r.holdModes![i]! })));
       const byMode = (mode: 'r' | 'w') =>
         ascending(reports.flatMap((r) => r.waitModes!.flatMap((m, i) => (m === mode ? [r.waits[i]!] : []))));
@@ -159,13 +159,7 @@ function readWrite(id: string, title: string, readShare: number): Scenario<ReadW
         failures: reports.reduce((sum, r) => sum + r.failures, 0),
         censored: reports.reduce((sum, r) => sum + r.censored, 0),
         ...machineCost(run),
-        ...(readOnly
-          ? {
-              readOnlyThroughput: waits([], readOnly.reports.flatMap((r) => r.holds), { ...params, durationMs: Math.min(params.durationMs, READ_ONLY_MS) }).throughput!,
-              readOnlyCpuPerHold: machineCost(readOnly).cpuPerHold,
-              readOnlyScriptsPerHold: machineCost(readOnly).scriptsPerHold,
-            }
-          : {}),
+        ...(readOnly ? readOnlyFigures(readOnly, readOnlyShape) : {}),
       };
     },
   };
@@ -181,6 +175,16 @@ function machineCost(run: HotKeyRun): { cpuPerHold: number; busyCores: number; s
   const cpuMs = run.reports.reduce((sum, r) => sum + r.cpuMs, 0) + run.mastersCpuMs;
   const wallMs = Math.max(...run.reports.map((r) => r.finishedAt)) / 1e6;
   return { cpuPerHold: (cpuMs * 1000) / holds, busyCores: cpuMs / wallMs, scriptsPerHold: run.mastersScripts / holds };
+}
+
+/** The readers-only run's figures: its holds/s in its window, and what a hold cost. */
+function readOnlyFigures(run: HotKeyRun, shape: Params): Figures {
+  const cost = machineCost(run);
+  return {
+    readOnlyThroughput: waits([], run.reports.flatMap((r) => r.holds), shape).throughput!,
+    readOnlyCpuPerHold: cost.cpuPerHold,
+    readOnlyScriptsPerHold: cost.scriptsPerHold,
+  };
 }
 
 /**

@@ -16,11 +16,16 @@ export interface SharedAcquireRequest {
  * one write and one reply for the master and this process instead of one each.
  */
 export const SHARED_ACQUIRES: BatchedRequests<SharedAcquireRequest, unknown> = {
-  one: (node, { keys, args }) => node.run(SHARED_ACQUIRE_SCRIPT, keys, args),
+  one: acquire,
   many: acquires,
   keys: (item) => item.keys.length,
-  apart: (node, { keys, args }) => node.write(SHARED_ACQUIRE_SCRIPT, keys, args, undefined),
+  // A Cluster voter runs the one script per hash slot itself.
+  apart: acquire,
 };
+
+function acquire(node: RedisNode, { keys, args }: SharedAcquireRequest): Promise<unknown> {
+  return node.run(SHARED_ACQUIRE_SCRIPT, keys, args);
+}
 
 async function acquires(node: RedisNode, items: readonly SharedAcquireRequest[]): Promise<readonly unknown[]> {
   const keys: string[] = [];
