@@ -8,7 +8,7 @@ import { parseArgs } from 'node:util';
 import { Redis } from 'ioredis';
 import { RedisFleet } from '../test/support/redis-fleet.js';
 import { connectMasters, disconnectAll } from '../test/support/masters.js';
-import { createAdapter, LIBRARIES, LIMIT, OURS, type LibraryId } from './adapters/index.js';
+import { createAdapter, LIBRARIES, LIMIT, OURS, PEERS, type LibraryId } from './adapters/index.js';
 import { fmt, SCALING_MARKERS, utcMinute, withSection } from './report.js';
 import type { LatencyJob, LatencyPoint } from './scaling-latency.js';
 import { runStoreHotKey } from './scenarios/hot-key-store.js';
@@ -379,7 +379,7 @@ function hotKeyFigure(library: LibraryId, r: number, p: number, figure: string):
 
 /** The peer with the lowest cycle p50 at this round-trip time, over all numbers of masters. */
 function bestLatencyPeer(r: number): LibraryId | undefined {
-  const peers = LIBRARIES.filter((library) => library !== OURS && latency.has(library));
+  const peers = PEERS.filter((library) => latency.has(library));
   const score = (library: LibraryId) => latencyCurve(library, r, 'cycleP50').reduce((sum, x) => sum + x, 0);
   return peers.filter((library) => Number.isFinite(score(library))).sort((a, b) => score(a) - score(b))[0];
 }

@@ -1,4 +1,4 @@
-import { LIBRARIES, LIMIT, OURS, type LibraryId } from './adapters/index.js';
+import { LIBRARIES, LIMIT, OURS, PEERS, type LibraryId } from './adapters/index.js';
 import { STARVATION_FACTOR } from './scenarios/hot-key.js';
 import type { Results } from './support/results.js';
 
@@ -18,11 +18,10 @@ export interface TargetRow {
   digits: number;
 }
 
-/** The peer with the best median for `metric`. */
+/** The peer with the best median for `metric`: never ours, the base engine of a side-by-side run included. */
 export function bestPeer(results: Results, scenario: string, metric: string, better: 'lower' | 'higher') {
   let best: { library: LibraryId; value: number } | undefined;
-  for (const library of LIBRARIES) {
-    if (library === OURS) continue;
+  for (const library of PEERS) {
     const value = results.median(scenario, library, metric);
     if (Number.isNaN(value)) continue;
     if (!best || (better === 'lower' ? value < best.value : value > best.value)) best = { library, value };
@@ -132,7 +131,7 @@ export function evaluateTargets(results: Results): TargetRow[] {
     target: '≥ 1.00 × best peer', ok: semRatio >= 1, digits: 0,
     margin: semRatio >= 1 ? `${pct(semRatio - 1)} more` : `${pct(1 - semRatio)} fewer than the best peer` }, sem);
   const mostAtOnce = (library: LibraryId) => results.max(sem, library, 'mostAtOnce');
-  const semPeers = LIBRARIES.filter((library) => library !== OURS && library !== LIMIT && !Number.isNaN(mostAtOnce(library)));
+  const semPeers = PEERS.filter((library) => !Number.isNaN(mostAtOnce(library)));
   // The perfect semaphore fills its permits: its most at once is the limit.
   const permits = mostAtOnce(LIMIT);
   row({ scenario: '3b hot semaphore', figure: `most holders at once, limit ${permits} (any repetition)`, ours: mostAtOnce(OURS), bestPeer: undefined,
@@ -148,7 +147,7 @@ export function evaluateTargets(results: Results): TargetRow[] {
     margin: weightedShare >= 0.6 ? `${(weightedShare - 0.6).toFixed(3)} above` : `${(0.6 - weightedShare).toFixed(3)} short` }, weighted);
   const mostPermits = (library: LibraryId) => results.max(weighted, library, 'mostAtOnce');
   const weightedLimit = mostPermits(LIMIT);
-  const weightedPeers = LIBRARIES.filter((library) => library !== OURS && library !== LIMIT && !Number.isNaN(mostPermits(library)));
+  const weightedPeers = PEERS.filter((library) => !Number.isNaN(mostPermits(library)));
   row({ scenario: '3b-w weighted semaphore', figure: `most permits held at once, limit ${weightedLimit} (any repetition)`, ours: mostPermits(OURS),
     bestPeer: undefined, ratio: NaN, target: '≤ the limit', ok: mostPermits(OURS) <= weightedLimit, digits: 0,
     margin: `ours ${mostPermits(OURS)}; ${weightedPeers.map((library) => `${library} ${mostPermits(library)}`).join(', ') || 'no peer ran'}` }, weighted);

@@ -41,7 +41,9 @@ export const OURS: LibraryId = 'nestjs-redlock';
 export const LIMIT: LibraryId = 'limit';
 /** Ours, and with REDLOCK_BASE_DIR the base checkout's engine right after it: for scenarios that run no peer of every kind. */
 export const OURS_AND_BASE = (BASE_DIR ? [OURS, 'nestjs-redlock@base'] : [OURS]) as LibraryId[];
-export const LIBRARIES = (BASE_DIR ? [OURS, 'nestjs-redlock@base', ...Object.keys(FACTORIES).slice(1)] : Object.keys(FACTORIES)) as LibraryId[];
+/** The peer libraries, never ours in any configuration: what "the best peer" is chosen from. */
+export const PEERS = Object.keys(FACTORIES).slice(1) as LibraryId[];
+export const LIBRARIES = (BASE_DIR ? [OURS, 'nestjs-redlock@base', ...PEERS] : Object.keys(FACTORIES)) as LibraryId[];
 
 export function createAdapter(id: LibraryId): LockAdapter {
   const factory =
