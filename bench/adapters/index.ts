@@ -43,7 +43,7 @@ export const LIMIT: LibraryId = 'limit';
 export const OURS_AND_BASE = (BASE_DIR ? [OURS, 'nestjs-redlock@base'] : [OURS]) as LibraryId[];
 /** The peer libraries, never ours in any configuration: what "the best peer" is chosen from. */
 export const PEERS = Object.keys(FACTORIES).slice(1) as LibraryId[];
-export const LIBRARIES = (BASE_DIR ? [OURS, 'nestjs-redlock@base', ...PEERS] : Object.keys(FACTORIES)) as LibraryId[];
+export const LIBRARIES: LibraryId[] = [...OURS_AND_BASE, ...PEERS];
 
 export function createAdapter(id: LibraryId): LockAdapter {
   const factory =

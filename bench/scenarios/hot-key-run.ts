@@ -97,10 +97,11 @@ async function mastersUsage(urls: readonly string[]): Promise<{ cpuMs: number; s
       try {
         await client.connect();
         const info = `${await client.info('cpu')}\n${await client.info('commandstats')}`;
-        const field = (pattern: string) => Number(new RegExp(pattern, 'm').exec(info)?.[1] ?? 0);
+        // A CPU field missing is unknown (NaN); a command missing from commandstats was never called.
+        const field = (pattern: string, missing: number) => Number(new RegExp(pattern, 'm').exec(info)?.[1] ?? missing);
         return {
-          cpuMs: (field('^used_cpu_sys:([\\d.]+)') + field('^used_cpu_user:([\\d.]+)')) * 1000,
-          scripts: field('^cmdstat_evalsha:calls=(\\d+)') + field('^cmdstat_eval:calls=(\\d+)'),
+          cpuMs: (field('^used_cpu_sys:([\\d.]+)', Number.NaN) + field('^used_cpu_user:([\\d.]+)', Number.NaN)) * 1000,
+          scripts: field('^cmdstat_evalsha:calls=(\\d+)', 0) + field('^cmdstat_eval:calls=(\\d+)', 0),
         };
       } finally {
         client.disconnect();
