@@ -3,6 +3,7 @@ import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 import { LIMIT, type LibraryId } from '../adapters/index.js';
 import { nextMessage } from '../support/ipc.js';
+import { overlappingHolds } from '../support/holds.js';
 import { ascending, mean, percentile } from '../support/stats.js';
 import type { WorkerGo, WorkerJob, WorkerReport } from './hot-key-worker.js';
 import type { Figures, Metric } from './scenario.js';
@@ -137,12 +138,6 @@ export function summarizeMutex(reports: readonly WorkerReport[], contenders: num
   // Each hold with the process it ran in: a turn between two of them stays in it or leaves it.
   const holds = reports.flatMap((r, process) => r.holds.map(([from, to]) => [from, to, process] as const)).sort((a, b) => a[0] - b[0]);
   const inside = holds.reduce((sum, [from, to]) => sum + Math.max(0, Math.min(to, windowNs) - Math.max(from, 0)), 0);
-  let overlaps = 0;
-  let lastEnd = -Infinity;
-  for (const [from, to] of holds) {
-    if (from < lastEnd) overlaps++;
-    lastEnd = Math.max(lastEnd, to);
-  }
   const waits = ascending(reports.flatMap((r) => r.waits));
   const meanHoldMs = mean(holds.map(([from, to]) => (to - from) / 1e6));
   const inWindow = holds.filter(([from]) => from < windowNs);
@@ -160,7 +155,7 @@ export function summarizeMutex(reports: readonly WorkerReport[], contenders: num
     cycles: inWindow.length,
     failures: reports.reduce((sum, r) => sum + r.failures, 0),
     censored: reports.reduce((sum, r) => sum + r.censored, 0),
-    overlaps,
+    overlaps: overlappingHolds(holds.map(([from, to]) => [from, to] as const)),
   };
 }
 

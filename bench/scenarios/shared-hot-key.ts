@@ -1,5 +1,6 @@
 import { availableParallelism } from 'node:os';
 import { LIMIT, OURS, OURS_AND_BASE, type LibraryId } from '../adapters/index.js';
+import { mostAtOnce, writerOverlaps } from '../support/holds.js';
 import { ascending, percentile } from '../support/stats.js';
 import { runHotKey, type HotKeyRun, type HotKeyShape } from './hot-key-run.js';
 import type { WorkerJob, WorkerReport } from './hot-key-worker.js';
@@ -230,30 +231,4 @@ function waits(all: number[], holds: readonly [number, number][], params: Params
   const sorted = ascending(all);
   const inWindow = holds.filter(([from]) => from < params.durationMs * 1e6).length;
   return { throughput: inWindow / (params.durationMs / 1000), waitP50: percentile(sorted, 50), waitP99: percentile(sorted, 99) };
-}
-
-/** The largest number of intervals that intersect at one instant, or the largest sum of their weights. */
-function mostAtOnce(intervals: readonly (readonly [number, number])[], weights?: readonly number[]): number {
-  const edges = intervals.flatMap(([from, to], i) => [
-    [from, weights?.[i] ?? 1],
-    [to, -(weights?.[i] ?? 1)],
-  ]);
-  // An interval that ends where another starts does not intersect it: ends first.
-  edges.sort((a, b) => a[0]! - b[0]! || a[1]! - b[1]!);
-  let now = 0;
-  let most = 0;
-  for (const [, change] of edges) most = Math.max(most, (now += change!));
-  return most;
-}
-
-/** Writers' hold intervals that intersect any other hold. */
-function writerOverlaps(holds: readonly { from: number; to: number; mode: 'r' | 'w' }[]): number {
-  const sorted = [...holds].sort((a, b) => a.from - b.from);
-  let overlaps = 0;
-  let reach: { to: number; mode: 'r' | 'w' } | undefined;
-  for (const hold of sorted) {
-    if (reach && hold.from < reach.to && (hold.mode === 'w' || reach.mode === 'w')) overlaps++;
-    if (!reach || hold.to > reach.to) reach = hold;
-  }
-  return overlaps;
 }
