@@ -31,8 +31,14 @@ const SHARED_LUA =
     elseif entries[j] == except then
       mine = s
     else
-      for slot in string.gmatch(s, '[^,]+') do
-        used[slot] = true
+      if string.find(s, ',', 1, true) then
+        for slot in string.gmatch(s, '[^,]+') do
+          used[slot] = true
+          count = count + 1
+        end
+      else
+        -- One slot (a reader's r, a permit of weight 1): no iterator to make.
+        used[s] = true
         count = count + 1
       end
       if not earliest or d < earliest then earliest = d end
@@ -76,7 +82,10 @@ end
 local slots, counts, frees = {}, {}, {}
 local full = false
 for i = 1, n do
-  local used, count, earliest, _, mine = live(KEYS[2 * n + i], now, token)
+  -- Readers are neither counted nor given slots, and a dead entry is dead wherever it is read:
+  -- the holders need no scan here (a release's scan drops the dead ones).
+  local used, count, earliest, _, mine
+  if limit > 0 then used, count, earliest, _, mine = live(KEYS[2 * n + i], now, token) end
   counts[i] = count
   if limit == 0 then
     slots[i] = 'r'
