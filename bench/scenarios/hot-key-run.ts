@@ -155,7 +155,7 @@ export function summarizeMutex(reports: readonly WorkerReport[], contenders: num
     cycles: inWindow.length,
     failures: reports.reduce((sum, r) => sum + r.failures, 0),
     censored: reports.reduce((sum, r) => sum + r.censored, 0),
-    overlaps: overlappingHolds(holds.map(([from, to]) => [from, to] as const)),
+    overlaps: overlappingHolds(holds),
   };
 }
 

@@ -13,7 +13,7 @@ export interface ModalHold {
  * Holds that begin before an earlier-beginning hold has ended: 0 exactly when no two intervals
  * of a mutex intersect. One that ends where the next begins does not intersect it.
  */
-export function overlappingHolds(holds: readonly (readonly [number, number])[]): number {
+export function overlappingHolds(holds: readonly (readonly [from: number, to: number, ...rest: unknown[]])[]): number {
   const sorted = [...holds].sort((a, b) => a[0] - b[0]);
   let overlaps = 0;
   let lastEnd = -Infinity;
