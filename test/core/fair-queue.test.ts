@@ -55,8 +55,8 @@ type Release = (client: Redis, key: string, token: string, waiter?: string) => P
 const RELEASES: [string, Release][] = [
   ['the release script', async (client, key, token, waiter = '') =>
     Number(((await client.eval(RELEASE_SCRIPT.source, 2, key, `${key}:q`, QUEUE_ENTRY_STAY_MS, token, waiter)) as number[])[0])],
-  ['the one-key release script', async (client, key, token, waiter = '') =>
-    Number(await client.eval(RELEASE_ONE_SCRIPT.source, 2, key, `${key}:q`, token, waiter, QUEUE_ENTRY_STAY_MS))],
+  ['the one-key release script', async (client, key, token, waiter) =>
+    Number(await client.eval(RELEASE_ONE_SCRIPT.source, 2, key, `${key}:q`, token, ...(waiter === undefined ? [] : [waiter])))],
 ];
 
 /** The master's clock, in ms, as the scripts read it. */
@@ -115,7 +115,7 @@ describe('queue scripts on one master', () => {
     const [client] = await connectMasters([fleet.urls()[0]!]);
     opened.push(client!);
     await seed(client!, 'slow', 'tok', { early: 10, late: 20 });
-    await client!.eval(RELEASE_ONE_SCRIPT.source, 2, 'slow', 'slow:q', 'tok', '', QUEUE_ENTRY_STAY_MS);
+    await client!.eval(RELEASE_ONE_SCRIPT.source, 2, 'slow', 'slow:q', 'tok');
     expect(await client!.get('slow')).toBe('~early');
     // What the stay running out leaves (no sleep here): the reservation and early's entry gone.
     await client!.del('slow');
@@ -127,7 +127,7 @@ describe('queue scripts on one master', () => {
     // ...and the slow head, back with its ticket, is queued ahead of anyone who came after it.
     expect(((await acquire('early-token', 'early', 10)) as number[])[0]).toBe(0);
     await client!.hset('slow:q', 'later', `30 ${(await nowOn(client!)) + 60_000}`);
-    await client!.eval(RELEASE_ONE_SCRIPT.source, 2, 'slow', 'slow:q', 'late-token', '', QUEUE_ENTRY_STAY_MS);
+    await client!.eval(RELEASE_ONE_SCRIPT.source, 2, 'slow', 'slow:q', 'late-token');
     expect(await client!.get('slow')).toBe('~early');
   });
 
@@ -149,7 +149,7 @@ describe('queue scripts on one master', () => {
     // behind it, and another reader's: the writer's release gives the key to the readers.
     await client!.set('rw', 'writer-token', 'PX', 60_000);
     await client!.hset('rw:q', 'proc:reader', `10 ${now + 60_000} *r`, 'proc:writer', `20 ${now + 60_000}`, 'proc:late-reader', `30 ${now + 60_000} *r`);
-    await client!.eval(RELEASE_ONE_SCRIPT.source, 2, 'rw', 'rw:q', 'writer-token', '', QUEUE_ENTRY_STAY_MS);
+    await client!.eval(RELEASE_ONE_SCRIPT.source, 2, 'rw', 'rw:q', 'writer-token');
     expect(await client!.get('rw')).toBe('*r');
     const leave = (waiter: string) => client!.eval(LEAVE_SCRIPT.source, 3, 'rw', 'rw:q', 'rw:h', QUEUE_ENTRY_STAY_MS, waiter);
     // A reader holding here keeps the readers' key.
@@ -170,7 +170,7 @@ describe('queue scripts on one master', () => {
     const now = await nowOn(client!);
     await client!.set('rw2', 'writer-token', 'PX', 60_000);
     await client!.hset('rw2:q', 'proc:r1', `10 ${now + 60_000} *r`, 'proc:r2', `11 ${now + 60_000} *r`, 'proc:w', `20 ${now + 60_000}`);
-    await client!.eval(RELEASE_ONE_SCRIPT.source, 2, 'rw2', 'rw2:q', 'writer-token', '', QUEUE_ENTRY_STAY_MS);
+    await client!.eval(RELEASE_ONE_SCRIPT.source, 2, 'rw2', 'rw2:q', 'writer-token');
     expect(await client!.get('rw2')).toBe('*r');
     await client!.eval(LEAVE_SCRIPT.source, 3, 'rw2', 'rw2:q', 'rw2:h', QUEUE_ENTRY_STAY_MS, 'proc:r1');
     expect(await client!.get('rw2')).toBe('*r'); // r2 was woken too, and may still come

@@ -186,11 +186,12 @@ return freed`,
  * a key with no queue is freed before the queue helpers are even defined, and the reply is a
  * plain integer: about a third less work per master than the general script.
  * Returns 1 (freed now) or 0.
- * KEYS: lock key, queue key. ARGV: token, waiter id ('' for none), stay (ms).
+ * KEYS: lock key, queue key. ARGV: token, then the waiter id for a lock that queued (none for a
+ * plain SET NX's: every argument is written and parsed on both sides, on every release).
  */
 export const RELEASE_ONE_SCRIPT = script(
   'release-one',
-  `if ARGV[2] ~= '' then redis.call('HDEL', KEYS[2], ARGV[2]) end
+  `if ARGV[2] then redis.call('HDEL', KEYS[2], ARGV[2]) end
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 if redis.call('EXISTS', KEYS[2]) == 0 then
   redis.call('DEL', KEYS[1])
@@ -199,7 +200,7 @@ end
 do
 ` +
     QUEUE_LUA +
-    `handOn(KEYS[1], KEYS[2], tonumber(ARGV[3]))
+    `handOn(KEYS[1], KEYS[2], ${QUEUE_ENTRY_STAY_MS})
 end
 return 1`,
 );
