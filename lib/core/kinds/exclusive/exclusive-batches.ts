@@ -1,8 +1,7 @@
 import type { BatchedRequests, RedisNode } from '../../voters/redis-node.js';
 import { AckedReply, shortestWait, waitForReplicas, type ReplicaWait } from '../../voters/replica-acks.js';
 import { QUEUE_ENTRY_STAY_MS } from '../../waiting/queue-scripts.js';
-import { UnexpectedReplyError } from '../../scripts/replies.js';
-import { freedPerKey, RELEASE_ONE_SCRIPT, RELEASE_SCRIPT, TAKE_SCRIPT, TAKEN, takesPerKey } from './exclusive-scripts.js';
+import { freedOne, freedPerKey, RELEASE_ONE_SCRIPT, RELEASE_SCRIPT, TAKE_SCRIPT, TAKEN, takesPerKey } from './exclusive-scripts.js';
 
 // The exclusive lock's two requests that come by the thousand: the uncontended first try (a
 // plain SET NX) and the release. One tick's worth on one connection goes out as one command.
@@ -91,11 +90,6 @@ function free(node: RedisNode, item: FreeRequest): Promise<number> {
 function freeOne(node: RedisNode, item: FreeRequest): Promise<number> {
   const args = item.waiterId === '' ? [item.token] : [item.token, item.waiterId];
   return node.run(RELEASE_ONE_SCRIPT, [item.keys[0]!, item.queueKeys[0]!], args).then(freedOne);
-}
-
-function freedOne(reply: unknown): number {
-  if (reply !== 0 && reply !== 1) throw new UnexpectedReplyError('release', reply);
-  return reply;
 }
 
 async function frees(node: RedisNode, items: readonly FreeRequest[]): Promise<number[]> {

@@ -229,10 +229,20 @@ export function interpretTake(reply: unknown): RoundReply {
 
 /** RELEASE_SCRIPT's per-key replies for `count` keys: each 1 (freed) or 0. */
 export function freedPerKey(reply: unknown, count: number): readonly number[] {
-  if (!Array.isArray(reply) || reply.length !== count || !reply.every((freed) => freed === 0 || freed === 1)) {
+  if (!Array.isArray(reply) || reply.length !== count || !reply.every(isFreedReply)) {
     throw new UnexpectedReplyError('release', reply);
   }
   return reply as number[];
+}
+
+/** RELEASE_ONE_SCRIPT's reply: 1 (freed) or 0. */
+export function freedOne(reply: unknown): number {
+  if (!isFreedReply(reply)) throw new UnexpectedReplyError('release', reply);
+  return reply;
+}
+
+function isFreedReply(reply: unknown): reply is 0 | 1 {
+  return reply === 0 || reply === 1;
 }
 
 /** TAKE_SCRIPT's per-key replies for `count` keys: TAKEN or a PTTL each, read by interpretTake. */
