@@ -51,15 +51,15 @@ describe('KeyNames with a Cluster voter', () => {
 
 describe('shared holders scripts, split by hash slot', () => {
   it('cuts an acquire into one script per slot, with its keys, count and preferred slots', () => {
-    const args = ['tok', 5_000, 3, 'w1', 7, 1_000, '*s2', 2, 1, 'p0', 'p1', 'p2'];
+    const args = ['tok', 5_000, 3, 'w1', 7, '*s2', 2, 1, 'p0', 'p1', 'p2'];
     const calls = split(SHARED_ACQUIRE_SCRIPT, [...locks, ...queues, ...holders, ...fences], args);
     expect(calls).toHaveLength(2);
     const [ac, bOnly] = calls;
     expect(ac!.indexes).toEqual([0, 2]);
     expect(ac!.keys).toEqual([locks[0], locks[2], queues[0], queues[2], holders[0], holders[2], fences[0], fences[2]]);
-    expect(ac!.args).toEqual(['tok', 5_000, 2, 'w1', 7, 1_000, '*s2', 2, 1, 'p0', 'p2']);
+    expect(ac!.args).toEqual(['tok', 5_000, 2, 'w1', 7, '*s2', 2, 1, 'p0', 'p2']);
     expect(bOnly!.keys).toEqual([locks[1], queues[1], holders[1], fences[1]]);
-    expect(bOnly!.args).toEqual(['tok', 5_000, 1, 'w1', 7, 1_000, '*s2', 2, 1, 'p1']);
+    expect(bOnly!.args).toEqual(['tok', 5_000, 1, 'w1', 7, '*s2', 2, 1, 'p1']);
     for (const call of calls) expect(new Set(call.keys.map(keySlot))).toEqual(new Set([call.slot]));
   });
 
@@ -74,15 +74,15 @@ describe('shared holders scripts, split by hash slot', () => {
       ['tok', 42, 2, 0, '*r', 'r', 'r'],
       ['tok', 42, 1, 0, '*r', 'r'],
     ]);
-    const release = split(SHARED_RELEASE_SCRIPT, [...locks, ...queues, ...holders], [1_000, 'tok', 'w1', '*s2', 2, '0', '1', '']);
+    const release = split(SHARED_RELEASE_SCRIPT, [...locks, ...queues, ...holders], ['tok', 'w1', '*s2', 2, '0', '1', '']);
     expect(release.map((call) => [call.keys, call.args])).toEqual([
-      [[locks[0], locks[2], queues[0], queues[2], holders[0], holders[2]], [1_000, 'tok', 'w1', '*s2', 2, '0', '']],
-      [[locks[1], queues[1], holders[1]], [1_000, 'tok', 'w1', '*s2', 2, '1']],
+      [[locks[0], locks[2], queues[0], queues[2], holders[0], holders[2]], ['tok', 'w1', '*s2', 2, '0', '']],
+      [[locks[1], queues[1], holders[1]], ['tok', 'w1', '*s2', 2, '1']],
     ]);
   });
 
   it("puts a grant together in the request's order, and undoes the slots that granted when another did not", () => {
-    const calls = split(SHARED_ACQUIRE_SCRIPT, [...locks, ...queues, ...holders], ['tok', 5_000, 3, '', 1, 1_000, '*s2', 2, '', '', '']);
+    const calls = split(SHARED_ACQUIRE_SCRIPT, [...locks, ...queues, ...holders], ['tok', 5_000, 3, '', 1, '*s2', 2, 1, '', '', '']);
     // Slot of a and c: a gets 1 (0 taken), c gets 0; slot of b: b gets 0.
     const grantAC = [1, 3, '1', '0', '1', '0,1'];
     const grantB = [1, 5, '0', '0,1'];
@@ -95,7 +95,7 @@ describe('shared holders scripts, split by hash slot', () => {
     expect(undoCall(SHARED_ACQUIRE_SCRIPT, calls[0]!)).toEqual({
       script: SHARED_RELEASE_SCRIPT,
       keys: [locks[0], locks[2], queues[0], queues[2], holders[0], holders[2]],
-      args: [1_000, 'tok', '', '*s2', 2, '', ''],
+      args: ['tok', '', '*s2', 2, '', ''],
     });
     expect(undoCall(SHARED_RELEASE_SCRIPT, calls[0]!)).toBeUndefined();
   });

@@ -241,7 +241,7 @@ describe('readers in the queue', () => {
 
   /** SHARED_ACQUIRE_SCRIPT for one reader of `key` (queue `key:q`, holders `key:h`): its reply. */
   const read = (client: Redis, key: string, token: string, waiter: string, ticket: number) =>
-    client.eval(SHARED_ACQUIRE_SCRIPT.source, 3, key, `${key}:q`, `${key}:h`, token, 60_000, 1, waiter, ticket, QUEUE_ENTRY_STAY_MS, '*r', 0, 1, '') as Promise<unknown[]>;
+    client.eval(SHARED_ACQUIRE_SCRIPT.source, 3, key, `${key}:q`, `${key}:h`, token, 60_000, 1, waiter, ticket, '*r', 0, 1, '') as Promise<unknown[]>;
 
   describe.each(RELEASES)('freed by %s', (name, release) => {
     it('go in together: the key takes the readers\' marker, every reader ahead of the next writer is woken, and that writer told to look again', async () => {

@@ -117,6 +117,46 @@ describe("mode: 'read'", () => {
     await lock.release();
   });
 
+  it('keeps the marker as long as the latest reader, cuts it to the readers left when that one releases, and frees the key with the last', async () => {
+    const [a, b, c] = await Promise.all([engine(), engine(), engine()]);
+    const short = await a!.redlock.acquire('marker', 20_000, { mode: 'read' });
+    const long = await b!.redlock.acquire('marker', 120_000, { mode: 'read' });
+    const middle = await c!.redlock.acquire('marker', 60_000, { mode: 'read' });
+    // Neither the earliest nor the middle deadline moves the marker: the latest reader still holds.
+    await short.release();
+    await middle.release();
+    for (const pttl of await markerPttls(a!.clients, 'marker')) expect(pttl).toBeGreaterThan(100_000);
+    const writer = a!.redlock.acquire('marker', 10_000, { waitTimeoutMs: 60_000 });
+    await untilQueued(a!.clients, 'marker');
+    // The latest reader leaves with none left: the key goes to the queued writer at once, not at 120 s.
+    await long.release();
+    const lock = await writer;
+    expect(lock.mode).toBe('write');
+    await lock.release();
+  });
+
+  it('cuts the marker to the latest reader left when the latest reader releases, past a crashed reader', async () => {
+    const [a, b, c] = await Promise.all([engine(), engine(), engine()]);
+    // A reader that never releases (its process "crashed"): its entry stays, dead after its ttl.
+    const crashed = await c!.redlock.acquire('cut', 1_500, { mode: 'read' });
+    const left = await a!.redlock.acquire('cut', 20_000, { mode: 'read' });
+    const latest = await b!.redlock.acquire('cut', 120_000, { mode: 'read' });
+    await latest.release();
+    // Every master (a straggler's release lands after the quorum's): at most the reader left's 20 s.
+    await expect.poll(async () => Math.max(...(await markerPttls(a!.clients, 'cut'))), { timeout: 5_000, interval: 10 }).toBeLessThanOrEqual(20_000);
+    for (const pttl of await markerPttls(a!.clients, 'cut')) expect(pttl).toBeGreaterThan(0);
+    // Once the crashed reader's entry is dead, the last live reader's release frees the key.
+    const deadPast = async (client: Redis) => {
+      const entry = await client.hget('redlock-holders:cut', crashed.token);
+      const [seconds, micros] = await client.time();
+      return entry === null || Number(entry.split(' ')[0]) < Number(seconds) * 1000 + Number(micros) / 1000;
+    };
+    await expect.poll(async () => (await Promise.all(a!.clients.map(deadPast))).every(Boolean), { timeout: 5_000, interval: 20 }).toBe(true);
+    expect(await a!.clients[0]!.hexists('redlock-holders:cut', crashed.token)).toBe(1);
+    await left.release();
+    await expect.poll(async () => (await Promise.all(a!.clients.map((client) => client.exists('redlock:cut')))).every((n) => n === 0), { timeout: 5_000, interval: 10 }).toBe(true);
+  });
+
   it('does not let a stream of readers starve a waiting writer', async () => {
     const [a, b, c] = await Promise.all([engine(), engine(), engine()]);
     const first = await a!.redlock.acquire('stream', 60_000, { mode: 'read' });
@@ -280,6 +320,11 @@ describe('restart quarantine', () => {
 });
 
 /** Resolves once some master holds a waiter in the resource's fair queue: the waiter was refused and enlisted. */
+/** The lock key's PTTL on every master: how long the readers' marker lives there. */
+function markerPttls(clients: readonly Redis[], resource: string): Promise<number[]> {
+  return Promise.all(clients.map((client) => client.pttl(`redlock:${resource}`)));
+}
+
 async function untilQueued(clients: readonly Redis[], resource: string): Promise<void> {
   await expect.poll(async () => Math.max(...(await Promise.all(clients.map((c) => c.hlen(`redlock-queue:${resource}`))))), { timeout: 20_000 }).toBeGreaterThan(0);
 }

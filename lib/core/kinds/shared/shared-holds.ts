@@ -14,7 +14,6 @@ import type { RedisNode } from '../../voters/redis-node.js';
 import { AckedReply, replicaWait } from '../../voters/replica-acks.js';
 import type { HandOffGrants } from '../../waiting/hand-off-grants.js';
 import type { Waiter } from '../../waiting/waiter.js';
-import { QUEUE_ENTRY_STAY_MS } from '../../waiting/queue-scripts.js';
 import type { AttemptCall, Attempted, HeldBy, HoldKind, KindParts } from '../hold-kind.js';
 import { SHARED_ACQUIRES } from './shared-batches.js';
 import { readSharedReply, SHARED_ACQUIRE_SCRIPT, SHARED_EXTEND_SCRIPT, SHARED_FENCE_SCRIPT, SHARED_RELEASE_SCRIPT, sharedVote } from './shared-scripts.js';
@@ -134,7 +133,7 @@ export abstract class SharedKind implements HoldKind {
     const n = keys.length;
     const scriptKeys = [...keys, ...resources.map((r) => names.queue(r)), ...resources.map((r) => names.holders(r))];
     if (fencing) scriptKeys.push(...resources.map((r) => names.fence(r)));
-    const args = [token, ttlMs, n, waiter.id, waiter.ticket, QUEUE_ENTRY_STAY_MS, marker, this.scriptLimit, kind.permits, ...keys.map((_, i) => preferred[i] ?? '')];
+    const args = [token, ttlMs, n, waiter.id, waiter.ticket, marker, this.scriptLimit, kind.permits, ...keys.map((_, i) => preferred[i] ?? '')];
     const acks = replicaWait(options, ttlMs);
     // Per master, what it granted (a round's votes count only where they agree on the slots), and any mismatch.
     const grants: ({ slots: string; free: readonly string[] } | undefined)[] = [];
@@ -273,7 +272,7 @@ export abstract class SharedKind implements HoldKind {
     const { names } = this.rounds;
     return {
       keys: [...keys, ...resources.map((r) => names.queue(r)), ...resources.map((r) => names.holders(r))],
-      args: [QUEUE_ENTRY_STAY_MS, token, waiterId, this.kind.marker, this.scriptLimit, ...this.slotArgs(slots, keys.length)],
+      args: [token, waiterId, this.kind.marker, this.scriptLimit, ...this.slotArgs(slots, keys.length)],
     };
   }
 }

@@ -10,7 +10,9 @@ import { QUEUE_ENTRY_STAY_MS, QUEUE_LUA } from '../../waiting/queue-scripts.js';
  * fails meanwhile; the holders hash (field = token, value = "deadline slots", the deadline on
  * the master's clock, the slots a comma-separated ascending list: one for a permit, several for
  * a weighted permit, `r` for a reader) says who they are. An entry past its deadline is dead,
- * exactly as a key past its PX would be.
+ * exactly as a key past its PX would be. The marker expires at the latest deadline written in the
+ * holders (SET PXAT, on the same clock reading as the entry), so a release can tell from the
+ * marker alone whether a later holder keeps it.
  *
  * - live(h, now): drops dead entries; the slots in use, how many, and the earliest and latest
  *   live deadlines.
@@ -57,8 +59,8 @@ end
 /** The acquire of one reader or permit (SHARED_ACQUIRE_SCRIPT), as a function of its KEYS and ARGV, so that a batch can run several. */
 const ACQUIRE_ONE_LUA = `local function acquireOne(KEYS, ARGV)
 local token, ttl, n = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
-local me, ticket, stay = ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6])
-local marker, limit, permits = ARGV[7], tonumber(ARGV[8]), tonumber(ARGV[9])
+local me, ticket, stay = ARGV[4], tonumber(ARGV[5]), ${QUEUE_ENTRY_STAY_MS}
+local marker, limit, permits = ARGV[6], tonumber(ARGV[7]), tonumber(ARGV[8])
 local reservation = me ~= '' and ('~' .. me) or nil
 local now = nowMs()
 local wait = -2
@@ -93,7 +95,7 @@ for i = 1, n do
     slots[i] = mine
   else
     local chosen, taken, free = {}, {}, {}
-    for slot in string.gmatch(ARGV[9 + i], '[^,]+') do
+    for slot in string.gmatch(ARGV[8 + i], '[^,]+') do
       local k = tonumber(slot)
       if #chosen < permits and k and tostring(k) == slot and k >= 0 and k < limit and not used[slot] and not taken[slot] then
         chosen[#chosen + 1] = k
@@ -132,7 +134,7 @@ for i = 1, n do
   local h = KEYS[2 * n + i]
   redis.call('HSET', h, token, (now + ttl) .. ' ' .. slots[i])
   if redis.call('PTTL', h) < ttl then redis.call('PEXPIRE', h, ttl) end
-  if reserved[i] or redis.call('PTTL', KEYS[i]) < ttl then redis.call('SET', KEYS[i], marker, 'PX', ttl) end
+  if reserved[i] or redis.call('PTTL', KEYS[i]) < ttl then redis.call('SET', KEYS[i], marker, 'PXAT', now + ttl) end
   if queues[i] and me ~= '' then redis.call('HDEL', KEYS[n + i], me) end
   if #KEYS > 3 * n then
     local counter = tonumber(redis.call('GET', KEYS[3 * n + i]) or '0')
@@ -165,9 +167,10 @@ end
  * the acquire script does, their entry tagged with the marker so a grant that leaves room
  * wakes only a waiter of the same kind.
  * KEYS: n lock keys, n queue keys, n holders keys, then n fence keys when fenced.
- * ARGV: token, ttl ms, n, waiter id, ticket, entry stay ms, marker, limit (0 for a reader),
- * permits (how many slots: 1 but for a weighted permit), then per resource the preferred slots
- * ("1,3"; '' for none).
+ * ARGV: token, ttl ms, n, waiter id, ticket, marker, limit (0 for a reader), permits (how many
+ * slots: 1 but for a weighted permit), then per resource the preferred slots ("1,3"; '' for
+ * none). A queue entry's stay (QUEUE_ENTRY_STAY_MS) is written into the script: an argument
+ * costs the client and the master on every call.
  * Returns {1, fence, slots per resource ("1,3"), free slots per resource ("0,1,3")}, {0, wait} or
  * {2, resource index, what holds it}. The free slots let a client whose masters disagreed on
  * the slots pick those free on most of them.
@@ -179,14 +182,14 @@ export const SHARED_ACQUIRE_SCRIPT = script(
     `return acquireOne(KEYS, ARGV)`,
   {
     votes: true,
-    // ARGV: token, ttl, n, waiter id, ticket, stay, marker, limit, permits, then per resource the preferred slots.
-    layout: blocks({ argv: 2 }, perResource(9, 2)),
+    // ARGV: token, ttl, n, waiter id, ticket, marker, limit, permits, then per resource the preferred slots.
+    layout: blocks({ argv: 2 }, perResource(8, 2)),
     merge: (calls, replies) => mergeAcquire('shared-acquire', calls, replies, true),
     // Our entry dropped from the holders, whatever its slots; lock, queue and holders keys, not the fence counters.
     undo: (call) => ({
       script: SHARED_RELEASE_SCRIPT,
       keys: call.keys.slice(0, 3 * call.indexes.length),
-      args: [QUEUE_ENTRY_STAY_MS, call.args[0]!, '', call.args[6]!, call.args[7]!, ...call.indexes.map(() => '')],
+      args: [call.args[0]!, '', call.args[5]!, call.args[6]!, ...call.indexes.map(() => '')],
     }),
   },
 );
@@ -239,7 +242,7 @@ for i = 1, n do
 end
 for i = 1, n do
   redis.call('HSET', KEYS[n + i], token, (now + ttl) .. ' ' .. ARGV[3 + i])
-  if redis.call('PTTL', KEYS[i]) < ttl then redis.call('PEXPIRE', KEYS[i], ttl) end
+  if redis.call('PTTL', KEYS[i]) < ttl then redis.call('SET', KEYS[i], marker, 'PXAT', now + ttl) end
   if redis.call('PTTL', KEYS[n + i]) < ttl then redis.call('PEXPIRE', KEYS[n + i], ttl) end
 end
 return 1`,
@@ -271,18 +274,29 @@ return 1`,
 );
 
 /**
- * Drops our entry (whatever its slots) and our queue entry. With holders left, the marker is cut
- * to the latest of them, and a freed permit wakes the queue's head; with none left, the key goes
+ * Drops our entry (whatever its slots) and our queue entry. With holders left, a freed permit
+ * wakes the queue's head, and the marker, which lives as long as the latest deadline set in it,
+ * is cut to the latest live holder's when that deadline was ours; with none left, the key goes
  * to the queue's head or is freed (handOn), as a lock's release does. Idempotent.
+ * When the marker outlives our deadline, a holder with a later deadline is live (the marker
+ * expires at it), so nothing is freed and nothing need be cut: the holders are not read. Reading
+ * them costs the master a parse per holder, and a hot key's releases mostly find a later holder.
+ * The latest holder's release reads them and cuts the marker to the latest left, so the marker's
+ * deadline is a holder's, and the last holder's release finds the hash gone or reads it. Three
+ * things leave the marker later than every holder: a release that gave the key to the readers for
+ * `stay` ms (handOn), an extension to a shorter ttl, and a permit's extension that dropped its
+ * entry (its slots were not the majority's). A release that skips then leaves the marker to lapse
+ * at that time (within `stay`, or the ttl the holder had before): what a holder that dies costs.
  * KEYS: n lock keys, n queue keys, n holders keys.
- * ARGV: stay ms, token, waiter id ('' for none), marker, limit, slots per resource.
+ * ARGV: token, waiter id ('' for none), marker, limit, slots per resource.
  * Returns how many resources were still held with our slots.
  */
 export const SHARED_RELEASE_SCRIPT = script(
   'shared-release',
   SHARED_LUA +
     `local n = #KEYS / 3
-local stay, token, waiter, marker, limit = tonumber(ARGV[1]), ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5])
+local token, waiter, marker, limit = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
+local stay = ${QUEUE_ENTRY_STAY_MS}
 local freed = 0
 for i = 1, n do
   local key, q, h = KEYS[i], KEYS[n + i], KEYS[2 * n + i]
@@ -292,15 +306,21 @@ for i = 1, n do
     local now = nowMs()
     redis.call('HDEL', h, token)
     local d, s = string.match(mine, '(%S+) (%S+)')
-    if tonumber(d) > now and s == ARGV[5 + i] then freed = freed + 1 end
-    local _, count, _, latest = live(h, now, nil)
+    d = tonumber(d)
+    if d > now and s == ARGV[4 + i] then freed = freed + 1 end
     if redis.call('GET', key) == marker then
-      if count > 0 then
-        redis.call('PEXPIRE', key, latest - now)
-        redis.call('PEXPIRE', h, latest - now)
+      -- A millisecond's margin: PTTL and our clock are read apart, and a tie must read the holders.
+      if redis.call('EXISTS', h) == 1 and now + redis.call('PTTL', key) > d + 1 then
         if limit > 0 then wakeHead(key, q, now, marker, stay) end
       else
-        handOn(key, q, stay)
+        local _, count, _, latest = live(h, now, nil)
+        if count > 0 then
+          redis.call('SET', key, marker, 'PXAT', latest)
+          redis.call('PEXPIRE', h, latest - now)
+          if limit > 0 then wakeHead(key, q, now, marker, stay) end
+        else
+          handOn(key, q, stay)
+        end
       end
     end
   end
@@ -308,8 +328,8 @@ end
 return freed`,
   {
     votes: false,
-    // KEYS: lock, queue and holders keys. ARGV: stay, token, waiter id, marker, limit, then per resource the slots.
-    layout: blocks({ perResource: 3 }, perResource(5)),
+    // KEYS: lock, queue and holders keys. ARGV: token, waiter id, marker, limit, then per resource the slots.
+    layout: blocks({ perResource: 3 }, perResource(4)),
     // How many resources were still held with our slots: summed over the hash slots.
     merge: (_calls, replies) => {
       const bad = replies.find((reply) => !Number.isSafeInteger(reply));
