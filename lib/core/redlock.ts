@@ -20,6 +20,7 @@ import { inspectResources, type LockInspection } from './inspection/lock-inspect
 import { forceRelease, queuedWaiters, type ForcedRelease, type QueueListing } from './inspection/operator-scripts.js';
 import { LocalHandOver } from './waiting/local-hand-over.js';
 import { LocalQueue } from './waiting/local-queue.js';
+import { SharedHoldsHere } from './waiting/shared-holds-here.js';
 import { QueueEntries } from './waiting/queue-entries.js';
 import { ReleaseWakeups } from './waiting/release-wakeups.js';
 import { wakeFailureReporter } from './waiting/wake-subscriber.js';
@@ -107,6 +108,7 @@ export class Redlock extends EventEmitter implements LockEngine {
       localQueue,
       handOver: new LocalHandOver(this, localQueue),
       handsOff,
+      sharedHere: new SharedHoldsHere(),
       held: (lock, round, waiter, queuing, since) => held.add(lock, round, waiter, queuing, since),
     });
     this.#leaderRecords = new MasterLeaderRecords(rounds);

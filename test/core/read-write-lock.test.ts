@@ -157,6 +157,21 @@ describe("mode: 'read'", () => {
     await expect.poll(async () => (await Promise.all(a!.clients.map((client) => client.exists('redlock:cut')))).every((n) => n === 0), { timeout: 5_000, interval: 10 }).toBe(true);
   });
 
+  it("sends a writer whose process holds readers of the key straight to the queue, not a plain SET NX their marker refuses", async () => {
+    const { redlock, clients } = await engine();
+    const plainTakes: string[] = [];
+    for (const client of clients) watchCalls(client, 'set', (args) => plainTakes.push(String(args[0])));
+    const reader = await redlock.acquire('first-try', 10_000, { mode: 'read' });
+    const writer = redlock.acquire('first-try', 10_000, { waitTimeoutMs: 30_000 });
+    await untilQueued(clients, 'first-try');
+    expect(plainTakes).toEqual([]);
+    await reader.release();
+    await (await writer).release();
+    // The control: with no reader of this process holding, a writer's first try is the plain SET NX.
+    await (await redlock.acquire('first-try', 10_000)).release();
+    expect(plainTakes).toEqual(clients.map(() => 'redlock:first-try'));
+  });
+
   it('does not let a stream of readers starve a waiting writer', async () => {
     const [a, b, c] = await Promise.all([engine(), engine(), engine()]);
     const first = await a!.redlock.acquire('stream', 60_000, { mode: 'read' });

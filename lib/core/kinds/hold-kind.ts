@@ -10,6 +10,7 @@ import type { HandOffGrant, HandOffGrants } from '../waiting/hand-off-grants.js'
 import type { LocalHandOver } from '../waiting/local-hand-over.js';
 import type { LocalQueue } from '../waiting/local-queue.js';
 import type { QueueEntries } from '../waiting/queue-entries.js';
+import type { SharedHoldsHere } from '../waiting/shared-holds-here.js';
 import type { Waiter } from '../waiting/waiter.js';
 
 /**
@@ -107,6 +108,8 @@ export interface KindParts extends EngineRounds {
   readonly handOver: LocalHandOver;
   /** Whether releases may grant locks to the head of the masters' queue (see HandOffGrants). */
   readonly handsOff: boolean;
+  /** Where this process holds readers or permits: its writers' first try there goes to the queue. */
+  readonly sharedHere: SharedHoldsHere;
   /** A new hold, held since `since` (monotonic ms): registered as the engine registers its locks. */
   held(lock: Lock, round: RoundResult | undefined, waiter: Waiter, queuing: boolean, since?: number): void;
 }

@@ -66,8 +66,9 @@ export class ExclusiveKind implements HoldKind {
   }
 
   async attempt({ resources, keys, ttlMs, attempt, fencing, waiter, uncontended, observer }: AttemptCall): Promise<Attempted> {
-    // SET NX without the fair queue: a single unfenced key nobody of this process waits for.
-    const plain = uncontended && attempt === 1 && keys.length === 1 && !fencing;
+    // SET NX without the fair queue: a single unfenced key nobody of this process waits for or
+    // holds as a reader or permit (their marker would refuse it).
+    const plain = uncontended && attempt === 1 && keys.length === 1 && !fencing && !this.rounds.sharedHere.holds(keys[0]!);
     const { entries, names, options, quorum } = this.rounds;
     // A hand-off waiter's tokens share its prefix: a later round takes over what an earlier one was granted.
     const token = waiter.grants ? waiter.grants.tokenFor(attempt) : newToken();

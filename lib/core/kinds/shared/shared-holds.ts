@@ -12,6 +12,7 @@ import { roundFailure, type RoundFailure } from '../../rounds/round-failure.js';
 import { grantedIfOne, grantedIfPositive } from '../../scripts/replies.js';
 import type { RedisNode } from '../../voters/redis-node.js';
 import { AckedReply, replicaWait } from '../../voters/replica-acks.js';
+import { lineOf } from '../../waiting/local-hand-over.js';
 import type { HandOffGrants } from '../../waiting/hand-off-grants.js';
 import type { Waiter } from '../../waiting/waiter.js';
 import type { AttemptCall, Attempted, HeldBy, HoldKind, KindParts } from '../hold-kind.js';
@@ -173,6 +174,7 @@ export abstract class SharedKind implements HoldKind {
       const slots = this.slotsOf(agreed.slots!);
       const lock = new Lock(this.rounds.engine, resources, keys, token, ttlMs, end + left, fence, kind, slots);
       this.rounds.held(lock, round, waiter, true);
+      this.rounds.sharedHere.add(lineOf(keys), lock);
       // After a win, the waiter's entries where masters refused it leave their queues (they would head them).
       this.rounds.entries.withdrawWhereRefused(resources, waiter, round, '');
       if (slots) this.#dropOtherSlots(resources, keys, token, round, grants, agreed.slots);
@@ -227,12 +229,14 @@ export abstract class SharedKind implements HoldKind {
   }
 
   async release(lock: Lock, held: HeldBy | undefined): Promise<ReleaseResult> {
+    this.rounds.sharedHere.remove(lineOf(lock.keys), lock);
     const round = await this.#free(lock.resources, lock.keys, lock.token, lock.slots, lock.ttlMs, held?.round, held?.waiterId ?? '');
     return { releasedOn: round.granted, heldUntilRelease: round.granted >= this.rounds.quorum, nodes: round.outcomes };
   }
 
   /** Handed to another process: the hold stays on the masters; only the old holder's queue entries go. */
   handAway(lock: Lock, held: HeldBy | undefined): void {
+    this.rounds.sharedHere.remove(lineOf(lock.keys), lock);
     if (held && held.waiterId !== '') this.rounds.entries.leave(lock.resources, held.waiter, '');
   }
 
