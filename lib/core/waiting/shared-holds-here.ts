@@ -1,6 +1,6 @@
 /**
  * The lines (lineOf their keys) where this process holds readers or permits. A writer of this
- * process for such a line would only be refused by their marker, so its first try goes straight
+ * process for such a line would only be refused by their marker, so one that waits goes straight
  * to the masters' queue instead of trying a plain SET NX first (ExclusiveKind.attempt): on a
  * read-mostly key that try costs every writer a round that cannot win, and its place in the queue
  * a round later. Only a choice of first try: a hold never given back (lost, and never released)

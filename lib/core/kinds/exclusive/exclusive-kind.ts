@@ -66,9 +66,11 @@ export class ExclusiveKind implements HoldKind {
   }
 
   async attempt({ resources, keys, ttlMs, attempt, fencing, waiter, uncontended, observer }: AttemptCall): Promise<Attempted> {
-    // SET NX without the fair queue: a single unfenced key nobody of this process waits for or
-    // holds as a reader or permit (their marker would refuse it).
-    const plain = uncontended && attempt === 1 && keys.length === 1 && !fencing && !this.rounds.sharedHere.holds(keys[0]!);
+    // SET NX without the fair queue: a single unfenced key nobody of this process waits for. A
+    // caller that waits skips it where this process holds readers or permits (their marker would
+    // refuse it) and takes its place in the queue at once; one that will not wait keeps its one
+    // plain try, which answers "held" (GUARANTEES, "One family per resource").
+    const plain = uncontended && attempt === 1 && keys.length === 1 && !fencing && (waiter.id === '' || !this.rounds.sharedHere.holds(keys[0]!));
     const { entries, names, options, quorum } = this.rounds;
     // A hand-off waiter's tokens share its prefix: a later round takes over what an earlier one was granted.
     const token = waiter.grants ? waiter.grants.tokenFor(attempt) : newToken();
