@@ -148,4 +148,45 @@ describe('queue entries of a waiter that won', () => {
     expect(await clients[1]!.hlen('redlock-queue:split-win')).toBe(0);
     await lock.release();
   });
+
+  it('are not withdrawn a second time when their holder hands the lock to the next caller of its process', async () => {
+    const { redlock: holder } = await engine();
+    // The waiting callers' process: its instrumentation says when a caller waits (stands by).
+    let standingBy: () => void = () => {};
+    const { redlock, clients } = await separateEngine(fleet.urls(), opened, {
+      ...PATIENT,
+      instrumentation: { acquireStarted: () => ({ waiting: () => standingBy() }) },
+    });
+    const leaves = [0, 0, 0];
+    clients.forEach((client, index) =>
+      watchCalls(client, 'evalsha', (args) => {
+        if (args[0] === LEAVE_SCRIPT.sha) leaves[index]++;
+      }),
+    );
+    const first = await holder.acquire('won-then-handed', 30_000);
+    // Refused everywhere, this caller enlists in all three queues; the release grants it the lock.
+    const waiting = redlock.acquire('won-then-handed', 30_000);
+    await expect.poll(() => Promise.all(clients.map((c) => c.hlen('redlock-queue:won-then-handed'))), { timeout: 2_000, interval: 10 }).toEqual([1, 1, 1]);
+    await first.release();
+    const won = await waiting;
+    // The process's next caller stands by for its holder (the first `waiting` report was the enlisted caller's).
+    let standBys = 0;
+    const next = new Promise<void>((resolve) => {
+      standingBy = () => {
+        if (++standBys === 1) resolve();
+      };
+    });
+    const second = redlock.acquire('won-then-handed', 30_000);
+    await next;
+    expect((await won.release()).handedOver).toBe(true);
+    const handed = await second;
+    expect(handed.token).toBe(won.token);
+    await handed.release();
+    await expect.poll(() => Promise.all(clients.map((c) => c.hlen('redlock-queue:won-then-handed'))), { timeout: 1_000, interval: 10 }).toEqual([0, 0, 0]);
+    await new Promise((resolve) => setImmediate(resolve));
+    // The win dropped the entries where the masters granted it (a quorum, at least two of the
+    // three); only a master whose grant came after the decision gets a leave, from the win. The
+    // hand-over owed none, and used to send one to every master.
+    expect(leaves.filter((count) => count === 0).length).toBeGreaterThanOrEqual(2);
+  });
 });

@@ -1,5 +1,5 @@
 import type { Lock, ReleaseResult } from '../lock/lock.js';
-import type { HeldBy, KindParts } from './hold-kind.js';
+import { entriesLeft, type HeldBy, type KindParts } from './hold-kind.js';
 
 /**
  * The release of a kind that passes holds on within a process (locks, permits): to the caller of
@@ -21,7 +21,7 @@ export async function handOverOrFree(
   if (passed) {
     parts.held(passed.handed, held.round, passed.to, false);
     // The new holder's queue entries are cleared by its own release; the old holder's, now.
-    if (held.waiterId !== '') entries.leave(lock.resources, held.waiter, keep);
+    if (entriesLeft(held)) entries.leave(lock.resources, held.waiter, keep);
     // The masters were not asked.
     return { releasedOn: 0, heldUntilRelease: true, nodes: [], handedOver: true };
   }
@@ -37,7 +37,7 @@ export async function handOverOrFree(
  * (unless the masters queue it and will name it).
  */
 export function handAwayFrom(parts: KindParts, lock: Lock, held: HeldBy | undefined, line: string, keep: string): void {
-  if (held && held.waiterId !== '') parts.entries.leave(lock.resources, held.waiter, keep);
+  if (entriesLeft(held)) parts.entries.leave(lock.resources, held.waiter, keep);
   parts.handOver.released(lock, line);
   parts.handOver.wakeNext(line, parts.handsOff);
 }

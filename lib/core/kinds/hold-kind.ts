@@ -100,6 +100,16 @@ export interface HeldBy {
   readonly waiterId: string;
 }
 
+/**
+ * Whether the holder's queue entries may still stand on some master, so that a hand-over or a
+ * hand-away must send the masters a leave. Not after the round or grant that won the hold: that
+ * withdrew them already (Waiter.withdrawn), and a second leave on every master is a wasted
+ * script per master for each hold passed on in this process.
+ */
+export function entriesLeft(held: HeldBy | undefined): held is HeldBy {
+  return held !== undefined && held.waiterId !== '' && !held.waiter.withdrawn;
+}
+
 /** What a kind uses of its engine. */
 export interface KindParts extends EngineRounds {
   readonly entries: QueueEntries;

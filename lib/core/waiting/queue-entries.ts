@@ -64,8 +64,11 @@ export class QueueEntries implements QueueLeaving {
     handedOffBy?: ReadonlySet<number>,
   ): void {
     if (!waiter.id) return;
-    // An entry is left where the master refused us, in this round or (enlisted) an earlier one.
-    const holdsEntry = (status: NodeStatus) => status === 'refused' || (waiter.enlisted && status !== 'granted');
+    waiter.withdrawn = true;
+    // An entry may be left where the master refused us, in this round or (enlisted) an earlier
+    // one, and where the request may have run unseen (no answer in time, or an error after it
+    // went out): this is the holder's only withdrawal, its hand-over sends none (entriesLeft).
+    const holdsEntry = (status: NodeStatus) => status !== 'granted' && (waiter.enlisted || status !== 'quarantined');
     const landed: RedisNode[] = [];
     round.outcomes.forEach((outcome, index) => {
       if (handedOffBy?.has(index)) return;

@@ -15,7 +15,7 @@ import { AckedReply, replicaWait } from '../../voters/replica-acks.js';
 import { lineOf } from '../../waiting/local-hand-over.js';
 import type { HandOffGrants } from '../../waiting/hand-off-grants.js';
 import type { Waiter } from '../../waiting/waiter.js';
-import type { AttemptCall, Attempted, HeldBy, HoldKind, KindParts } from '../hold-kind.js';
+import { entriesLeft, type AttemptCall, type Attempted, type HeldBy, type HoldKind, type KindParts } from '../hold-kind.js';
 import { SHARED_ACQUIRES } from './shared-batches.js';
 import { readSharedReply, SHARED_ACQUIRE_SCRIPT, SHARED_EXTEND_SCRIPT, SHARED_FENCE_SCRIPT, SHARED_RELEASE_SCRIPT, sharedVote } from './shared-scripts.js';
 
@@ -237,7 +237,7 @@ export abstract class SharedKind implements HoldKind {
   /** Handed to another process: the hold stays on the masters; only the old holder's queue entries go. */
   handAway(lock: Lock, held: HeldBy | undefined): void {
     this.rounds.sharedHere.remove(lineOf(lock.keys), lock);
-    if (held && held.waiterId !== '') this.rounds.entries.leave(lock.resources, held.waiter, '');
+    if (entriesLeft(held)) this.rounds.entries.leave(lock.resources, held.waiter, '');
   }
 
   /**
