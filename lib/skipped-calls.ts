@@ -25,9 +25,15 @@ export class SkippedCalls {
     this.#debug = debugOf(logger);
   }
 
-  /** Another owner holds the lock. The masters answered, so any episode of unavailability is over. */
+  /**
+   * Another owner holds the lock. Where masters answered so, any episode of unavailability is
+   * over; refused in this process (an earlier call of it still asks or holds: no master was
+   * asked), it goes on. On a loaded machine a tick's call can overlap the one before, still
+   * waiting for its quarantined masters' answer: that is no recovery, and the next tick's
+   * failure would warn a second time in one episode.
+   */
   heldElsewhere(error: LockHeldError): void {
-    this.recovered();
+    if (error.nodes.length > 0) this.recovered();
     this.#debug?.(`${this.site} skipped: ${error.resources.join(', ')} held by another owner`);
   }
 
