@@ -8,6 +8,7 @@
  * and it computes its ticks on that clock, as a replica with a lagging clock would.
  */
 import 'reflect-metadata';
+import { AsyncLocalStorage } from 'node:async_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Injectable, Module } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
@@ -28,7 +29,16 @@ export interface TickRun {
   tick: number;
   /** CLOCK_MONOTONIC, one clock for every process on the machine (ms). */
   at: number;
+  /**
+   * When the run's call began (the instrumentation's `callStarted`), on the same clock: its tick
+   * was claimed between then and `at`, with whatever a loaded machine put in between.
+   */
+  startedAt: number;
 }
+
+const monotonicMs = () => Number(process.hrtime.bigint()) / 1e6;
+/** Each call's start, in the call's own async context (the call observer's `run`). */
+const callStart = new AsyncLocalStorage<number>();
 
 const config = JSON.parse(process.argv[2]!) as TickAppConfig;
 if (config.skewMs) {
@@ -38,7 +48,7 @@ if (config.skewMs) {
 }
 
 function report(job: TickRun['job']): Promise<void> {
-  const run: TickRun = { job, replica: config.replica, tick: Math.floor(Date.now() / 1000), at: Number(process.hrtime.bigint()) / 1e6 };
+  const run: TickRun = { job, replica: config.replica, tick: Math.floor(Date.now() / 1000), at: monotonicMs(), startedAt: callStart.getStore()! };
   process.send!(run);
   // A job of about a millisecond: over long before another replica's timer fires.
   return sleep(1);
@@ -72,7 +82,17 @@ class Jobs {
 }
 
 @Module({
-  imports: [ScheduleModule.forRoot(), RedlockModule.forRoot({ nodes: config.nodes, restartQuarantineMs: false, logger: { warn: () => {} } })],
+  imports: [ScheduleModule.forRoot(), RedlockModule.forRoot({
+      nodes: config.nodes,
+      restartQuarantineMs: false,
+      logger: { warn: () => {} },
+      instrumentation: {
+        callStarted: () => {
+          const startedAt = monotonicMs();
+          return { run: (work) => callStart.run(startedAt, work) };
+        },
+      },
+    }),],
   providers: [Jobs],
 })
 class TickAppModule {}
