@@ -148,7 +148,9 @@ export class EngineCore {
   /** The lock leaves the register of held locks (its end reported); how it was had, for its kind. */
   #forget(lock: Lock): HeldBy | undefined {
     const acquisition = this.#parts.held.release(lock);
-    return acquisition && { round: acquisition.round, waiter: acquisition.waiter, waiterId: enlisted(acquisition) ? acquisition.waiter.id : '' };
+    if (!acquisition) return undefined;
+    const { round, waiter, queuing } = acquisition;
+    return { round, waiter, waiterId: enlisted(acquisition) ? waiter.id : '', withdrawn: queuing };
   }
 
   /**

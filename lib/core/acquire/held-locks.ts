@@ -14,7 +14,11 @@ export interface Acquisition {
   readonly round: RoundResult | undefined;
   /** The waiter id the lock queued under (its release clears that entry everywhere). */
   readonly waiter: Waiter;
-  /** The winning round could queue the waiter where it was refused (not a plain SET NX). */
+  /**
+   * The winning round (or hand-off grant) could queue the waiter where it was refused (not a
+   * plain SET NX, nor a hold handed over in this process); its winner withdraws those entries
+   * right after registering the hold (QueueEntries.withdrawWhereRefused).
+   */
   readonly queuing: boolean;
 }
 

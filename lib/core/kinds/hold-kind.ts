@@ -98,16 +98,21 @@ export interface HeldBy {
   readonly waiter: Waiter;
   /** The waiter's id when a master may still hold a queue entry of it, else ''. */
   readonly waiterId: string;
+  /**
+   * The round or grant that won the hold withdrew the waiter's entries wherever a master may
+   * hold one (QueueEntries.withdrawWhereRefused): every hold registered as queuing is won so.
+   */
+  readonly withdrawn: boolean;
 }
 
 /**
  * Whether the holder's queue entries may still stand on some master, so that a hand-over or a
  * hand-away must send the masters a leave. Not after the round or grant that won the hold: that
- * withdrew them already (Waiter.withdrawn), and a second leave on every master is a wasted
+ * withdrew them already (HeldBy.withdrawn), and a second leave on every master is a wasted
  * script per master for each hold passed on in this process.
  */
 export function entriesLeft(held: HeldBy | undefined): held is HeldBy {
-  return held !== undefined && held.waiterId !== '' && !held.waiter.withdrawn;
+  return held !== undefined && held.waiterId !== '' && !held.withdrawn;
 }
 
 /** What a kind uses of its engine. */

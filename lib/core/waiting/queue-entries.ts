@@ -64,7 +64,6 @@ export class QueueEntries implements QueueLeaving {
     handedOffBy?: ReadonlySet<number>,
   ): void {
     if (!waiter.id) return;
-    waiter.withdrawn = true;
     // An entry may be left where the master refused us, in this round or (enlisted) an earlier
     // one, and where the request may have run unseen (no answer in time, or an error after it
     // went out): this is the holder's only withdrawal, its hand-over sends none (entriesLeft).

@@ -32,12 +32,6 @@ export class Waiter {
   readonly ticket: number;
   /** Refused at least once, so the masters may hold a queue entry of ours that a release must clear. */
   enlisted = false;
-  /**
-   * Its entries were withdrawn wherever a master may hold one, after the round or the grant that
-   * won it the lock (QueueEntries.withdrawWhereRefused): its holder's release or hand-over need
-   * not send the masters another leave.
-   */
-  withdrawn = false;
   #handed: Lock | undefined;
   /** Why the engine gave up this wait (releaseAll), once it has. */
   #abandoned: { reason: unknown } | undefined;
