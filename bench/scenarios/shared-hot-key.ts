@@ -213,8 +213,14 @@ function explainMachineBound(median: (library: LibraryId, key: string) => number
       `refused: one acquire round and one release round per hold, the least a hold on the masters costs), ours made ` +
       `${f(readOnly)} holds/s at ${f(readOnlyCpu)} µs per hold. At that cost, all ${CORES} cores would make about ${f(bound)} holds/s: ` +
       `${(bound / limit).toFixed(3)} of this scenario's limit (${f(limit)}): an estimate, since a hold's cost was measured at ` +
-      `that run's load, not with every core busy. A share of 0.6 (${f(needed)} holds/s) needs a hold to cost at most ` +
-      `${f(allowed)} µs of this machine's CPU, ${allowed >= readOnlyCpu ? 'more' : 'less'} than a readers-only hold's ${f(readOnlyCpu)}.`,
+      `that run's load, not with every core busy. ` +
+      (bound >= limit
+        ? // A write-heavy mix: the cores would carry more holds than the perfect lock itself makes.
+          `That is more than the limit itself: the CPU does not bound this mix. Its writers hold alone, one after another, so ` +
+          `what does is the turn from one holder to the next where a writer takes or gives up the lock: ours goes through the ` +
+          `masters (a release, then their grant), the perfect lock's costs nothing.`
+        : `A share of 0.6 (${f(needed)} holds/s) needs a hold to cost at most ${f(allowed)} µs of this machine's CPU, ` +
+          `${allowed >= readOnlyCpu ? 'more' : 'less'} than a readers-only hold's ${f(readOnlyCpu)}.`),
   ];
 }
 

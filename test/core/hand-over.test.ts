@@ -190,3 +190,29 @@ describe('queue entries of a waiter that won', () => {
     expect(leaves.filter((count) => count === 0).length).toBeGreaterThanOrEqual(2);
   });
 });
+
+describe('queue entries of a waiter handed a hold by a caller of its process', () => {
+  it('go with the hand-over, not with the new holder’s release', async () => {
+    const { redlock: other } = await engine();
+    const { redlock, clients } = await engine();
+    const queues = () => Promise.all(clients.map((c) => c.hlen('redlock-queue:handed-pool')));
+    // Both permits taken: one by another process, one by a caller of this one.
+    const foreign = await other.acquire('handed-pool', 30_000, { limit: 2 });
+    const mine = await redlock.acquire('handed-pool', 30_000, { limit: 2 });
+    // Refused everywhere, the next caller of this process queues on every master and sleeps.
+    const waiting = redlock.acquire('handed-pool', 30_000, { limit: 2 });
+    await expect.poll(queues, { timeout: 2_000, interval: 10 }).toEqual([1, 1, 1]);
+    expect((await mine.release()).handedOver).toBe(true);
+    const handed = await waiting;
+    // Held all along: its entries would otherwise head each queue for the 30 s wait they were
+    // given, named and ignored whenever a permit came free there, refusing everyone behind them.
+    await expect.poll(queues, { timeout: 1_000, interval: 10 }).toEqual([0, 0, 0]);
+    expect(handed.remainingMs()).toBeGreaterThan(0);
+    // So the permit the other process gives back is free for the next caller there at once.
+    await foreign.release();
+    const next = await other.tryAcquire('handed-pool', 30_000, { limit: 2 });
+    expect(next).not.toBeNull();
+    await next!.release();
+    await handed.release();
+  });
+});

@@ -149,8 +149,8 @@ export class EngineCore {
   #forget(lock: Lock): HeldBy | undefined {
     const acquisition = this.#parts.held.release(lock);
     if (!acquisition) return undefined;
-    const { round, waiter, queuing } = acquisition;
-    return { round, waiter, waiterId: enlisted(acquisition) ? waiter.id : '', withdrawn: queuing };
+    const { round, waiter, withdrawn } = acquisition;
+    return { round, waiter, waiterId: enlisted(acquisition) ? waiter.id : '', withdrawn };
   }
 
   /**
@@ -173,7 +173,7 @@ export class EngineCore {
       if (!(error instanceof LockLostError)) throw error;
       throw new LockLostError(resources, 'the handed-over lock is not held on a majority of these masters (it expired or was released, or these masters name their keys otherwise)');
     }
-    this.#parts.held.add(lock, undefined, new Waiter(false, undefined, [], resolveWait({}, options), undefined), false);
+    this.#parts.held.add(lock, undefined, new Waiter(false, undefined, [], resolveWait({}, options), undefined), 'taken');
     return lock;
   }
 
@@ -208,5 +208,5 @@ export class EngineCore {
  * cleared; only when every master is known to have granted is there certainly none.
  */
 function enlisted(acquisition: Acquisition): boolean {
-  return acquisition.waiter.enlisted || (acquisition.queuing && acquisition.round!.outcomes.some((o) => o.status !== 'granted'));
+  return acquisition.waiter.enlisted || (acquisition.how === 'won' && acquisition.round!.outcomes.some((o) => o.status !== 'granted'));
 }

@@ -160,11 +160,8 @@ export class LockAcquirer {
           entries.leave(list, waiter, '');
           throw new AcquireAbortedError(list, abortReason(waiter, options.signal));
         }
-        if (waiter.handed) {
-          // Handed over in this process: keys granted by hand-off meanwhile go on to the next waiter.
-          if (waiter.grants?.heard) entries.leave(list, waiter, waiter.handed.token);
-          return acquired(observer, waiter.handed);
-        }
+        // Handed over in this process: its entries on the masters went with the hand-over (handOverOrFree).
+        if (waiter.handed) return acquired(observer, waiter.handed);
         const grantedAsleep = handedOffByMasters();
         if (grantedAsleep) return acquired(observer, grantedAsleep);
       }

@@ -19,8 +19,13 @@ export async function handOverOrFree(
   const { handOver, entries } = parts;
   const passed = held && handOver.offer(lock, line);
   if (passed) {
-    parts.held(passed.handed, held.round, passed.to, false);
-    // The new holder's queue entries are cleared by its own release; the old holder's, now.
+    parts.held(passed.handed, held.round, passed.to, 'handed');
+    // Entries of either holder left on the masters go now. The new holder's, if it queued there,
+    // would head their queues all through its hold: a master freeing the key would reserve it
+    // for them, or grant it by hand-off, and nobody would come (its wait is over); until its
+    // release, and then until the reservation lapsed (a second), or the grant (the ttl), since a
+    // release frees only its own token. Keys granted to either go on to the next waiter.
+    if (passed.to.enlisted) entries.leave(lock.resources, passed.to, keep);
     if (entriesLeft(held)) entries.leave(lock.resources, held.waiter, keep);
     // The masters were not asked.
     return { releasedOn: 0, heldUntilRelease: true, nodes: [], handedOver: true };

@@ -99,11 +99,20 @@ export interface HeldBy {
   /** The waiter's id when a master may still hold a queue entry of it, else ''. */
   readonly waiterId: string;
   /**
-   * The round or grant that won the hold withdrew the waiter's entries wherever a master may
-   * hold one (QueueEntries.withdrawWhereRefused): every hold registered as queuing is won so.
+   * The waiter's entries were withdrawn wherever a master may hold one when the hold began: by
+   * the round or grant that won it (QueueEntries.withdrawWhereRefused), or by its hand-over.
    */
   readonly withdrawn: boolean;
 }
+
+/**
+ * How a hold began. 'taken': by a plain SET NX, or adopted, which queue nobody. 'won': by a
+ * scripted round or a hand-off grant, which may have queued the waiter where masters refused it;
+ * the winner withdraws those entries at once (QueueEntries.withdrawWhereRefused). 'handed': by a
+ * caller of this process (LocalHandOver); if the new holder had queued on the masters, its
+ * entries are withdrawn with the hand-over (handOverOrFree).
+ */
+export type HeldHow = 'taken' | 'won' | 'handed';
 
 /**
  * Whether the holder's queue entries may still stand on some master, so that a hand-over or a
@@ -126,5 +135,5 @@ export interface KindParts extends EngineRounds {
   /** Where this process holds readers or permits: its writers' first try there goes to the queue. */
   readonly sharedHere: SharedHoldsHere;
   /** A new hold, held since `since` (monotonic ms): registered as the engine registers its locks. */
-  held(lock: Lock, round: RoundResult | undefined, waiter: Waiter, queuing: boolean, since?: number): void;
+  held(lock: Lock, round: RoundResult | undefined, waiter: Waiter, how: HeldHow, since?: number): void;
 }

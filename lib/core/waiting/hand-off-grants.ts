@@ -66,7 +66,6 @@ export class HandOffGrants {
   /** The servers (run_id) counted. */
   readonly #servers = new Set<string>();
   #granted: HandOffGrant | undefined;
-  #heard = false;
   /** Told of each question's verdict (see `granted`). */
   #onConfirmed: ((verdict: Confirmation, master: number) => void) | undefined;
 
@@ -112,7 +111,6 @@ export class HandOffGrants {
    * 'later' when the master is asked to confirm (then `whenConfirmed` hears the verdict).
    */
   granted(master: number, anchor: number): 'held' | 'no' | 'later' {
-    this.#heard = true;
     if (this.#granted) return 'held';
     if (anchor !== this.#anchor) return 'no';
     if (!this.#round) {
@@ -120,11 +118,6 @@ export class HandOffGrants {
       return 'later';
     }
     return this.#confirm(master);
-  }
-
-  /** Some master said it granted this waiter a key: one it must hand on if it ends up not holding the lock with that key's token. */
-  get heard(): boolean {
-    return this.#heard;
   }
 
   /** Some master is being asked whether it granted the request still counted. */

@@ -173,7 +173,7 @@ export abstract class SharedKind implements HoldKind {
     if (agreed.count >= quorum && left > 0) {
       const slots = this.slotsOf(agreed.slots!);
       const lock = new Lock(this.rounds.engine, resources, keys, token, ttlMs, end + left, fence, kind, slots);
-      this.rounds.held(lock, round, waiter, true);
+      this.rounds.held(lock, round, waiter, 'won');
       this.rounds.sharedHere.add(lineOf(keys), lock);
       // After a win, the waiter's entries where masters refused it leave their queues (they would head them).
       this.rounds.entries.withdrawWhereRefused(resources, waiter, round, '');
