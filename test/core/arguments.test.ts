@@ -42,10 +42,15 @@ describe('ttl', () => {
 
   it('rejects a bad ttl on extend without touching the lock', async () => {
     const lock = await redlock.acquire('extend-ttl', 5_000);
-    await expect(lock.extend(0)).rejects.toSatisfy(invalid('ttlMs'));
-    expect(lock.remainingMs()).toBeGreaterThan(0);
-    expect(await clients[0]!.get('redlock:extend-ttl')).toBe(lock.token);
-    await lock.release();
+    try {
+      await expect(lock.extend(0)).rejects.toSatisfy(invalid('ttlMs'));
+      expect(lock.remainingMs()).toBeGreaterThan(0);
+      // The acquire settled at a quorum: a master may still be applying it (a loaded machine).
+      await expect.poll(() => Promise.all(clients.map((c) => c.get('redlock:extend-ttl')))).toEqual([lock.token, lock.token, lock.token]);
+    } finally {
+      // Else every later test here finds this lock still held.
+      await lock.release();
+    }
   });
 });
 

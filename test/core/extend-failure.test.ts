@@ -74,7 +74,9 @@ describe('a failed extension', () => {
     const a = await engine(urls);
     const b = await engine();
     const lock = await a.acquire('acct-slow', 30_000);
-    for (const proxy of slowProxies) proxy.setLatency(200);
+    // Each way: the slow masters answer 2 s after the request, past the latest a round for a 2 s
+    // ttl waits however busy this process is (1 s, half the ttl), and apply it 1 s after.
+    for (const proxy of slowProxies) proxy.setLatency(1_000);
     try {
       // The fast master applies it at once, the slow ones after the round gave up on them.
       await expect(lock.extend(2_000)).rejects.toBeInstanceOf(QuorumUnreachableError);
@@ -103,13 +105,14 @@ describe('a failed extension', () => {
 
   it('with a longer ttl keeps the old deadline, not the new one', async () => {
     const { urls, slowProxies } = await proxied([1, 2]);
-    // The slow masters' 200 ms must outlast the round: the default for a 60 s ttl would wait 1 s.
+    // The slow masters' answers must outlast the round: the default timeout for an 8 s ttl would
+    // wait 800 ms, and a busy process up to half the ttl (4 s); each way 2.1 s outlasts both.
     const a = await engine(urls, { nodeTimeoutMs: 100 });
     const lock = await a.acquire('acct-long', 5_000);
     const before = lock.remainingMs();
-    for (const proxy of slowProxies) proxy.setLatency(200);
+    for (const proxy of slowProxies) proxy.setLatency(2_100);
     try {
-      await expect(lock.extend(60_000)).rejects.toBeInstanceOf(QuorumUnreachableError);
+      await expect(lock.extend(8_000)).rejects.toBeInstanceOf(QuorumUnreachableError);
     } finally {
       for (const proxy of slowProxies) proxy.setLatency(0);
     }
