@@ -109,7 +109,7 @@ export class Redlock extends EventEmitter implements LockEngine {
       handOver: new LocalHandOver(this, localQueue),
       handsOff,
       sharedHere: new SharedHoldsHere(),
-      held: (lock, round, waiter, how, since) => held.add(lock, round, waiter, how, since),
+      held: (lock, round, waiter, queuing, since) => held.add(lock, round, waiter, queuing, since),
     });
     this.#leaderRecords = new MasterLeaderRecords(rounds);
     this.#rounds = rounds;

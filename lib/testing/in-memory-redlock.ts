@@ -80,7 +80,7 @@ export class InMemoryRedlock extends EventEmitter implements RedlockEngine, Lock
       store,
       options: this.options,
       localQueue,
-      held: (lock, round, waiter, how, since) => held.add(lock, round, waiter, how, since),
+      held: (lock, round, waiter, queuing, since) => held.add(lock, round, waiter, queuing, since),
     });
     const leave = (resources: readonly string[], waiter: Waiter) => store.leave(this.#keys(resources), waiter.id);
     this.#core = new EngineCore(this, {

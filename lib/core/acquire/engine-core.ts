@@ -148,9 +148,7 @@ export class EngineCore {
   /** The lock leaves the register of held locks (its end reported); how it was had, for its kind. */
   #forget(lock: Lock): HeldBy | undefined {
     const acquisition = this.#parts.held.release(lock);
-    if (!acquisition) return undefined;
-    const { round, waiter, withdrawn } = acquisition;
-    return { round, waiter, waiterId: enlisted(acquisition) ? waiter.id : '', withdrawn };
+    return acquisition && { round: acquisition.round, waiter: acquisition.waiter, waiterId: enlisted(acquisition) ? acquisition.waiter.id : '' };
   }
 
   /**
@@ -173,7 +171,7 @@ export class EngineCore {
       if (!(error instanceof LockLostError)) throw error;
       throw new LockLostError(resources, 'the handed-over lock is not held on a majority of these masters (it expired or was released, or these masters name their keys otherwise)');
     }
-    this.#parts.held.add(lock, undefined, new Waiter(false, undefined, [], resolveWait({}, options), undefined), 'taken');
+    this.#parts.held.add(lock, undefined, new Waiter(false, undefined, [], resolveWait({}, options), undefined), false);
     return lock;
   }
 
@@ -208,5 +206,5 @@ export class EngineCore {
  * cleared; only when every master is known to have granted is there certainly none.
  */
 function enlisted(acquisition: Acquisition): boolean {
-  return acquisition.waiter.enlisted || (acquisition.how === 'won' && acquisition.round!.outcomes.some((o) => o.status !== 'granted'));
+  return acquisition.waiter.enlisted || (acquisition.queuing && acquisition.round!.outcomes.some((o) => o.status !== 'granted'));
 }

@@ -1,7 +1,6 @@
 import { monotonicNow } from '../base/clock.js';
 import { LockLostError } from '../base/errors.js';
 import type { InstrumentationGuard } from '../lock/instrumentation-guard.js';
-import type { HeldHow } from '../kinds/hold-kind.js';
 import type { Lock } from '../lock/lock.js';
 import type { RoundResult } from '../rounds/quorum-round.js';
 import type { Waiter } from '../waiting/waiter.js';
@@ -15,10 +14,8 @@ export interface Acquisition {
   readonly round: RoundResult | undefined;
   /** The waiter id the lock queued under (its release clears that entry everywhere). */
   readonly waiter: Waiter;
-  /** How the hold began: a won round may have queued the waiter where it was refused. */
-  readonly how: HeldHow;
-  /** The waiter's queue entries were withdrawn as the hold began (see HeldHow). */
-  readonly withdrawn: boolean;
+  /** The winning round (or hand-off grant) could queue the waiter where it was refused (not a plain SET NX, nor a hand-over). */
+  readonly queuing: boolean;
 }
 
 /**
@@ -29,18 +26,14 @@ export interface Acquisition {
 class Holding implements Acquisition {
   /** Its end (release or loss) was reported to the instrumentation. */
   ended = false;
-  readonly withdrawn: boolean;
 
   constructor(
     readonly round: RoundResult | undefined,
     readonly waiter: Waiter,
-    readonly how: HeldHow,
+    readonly queuing: boolean,
     /** When it was acquired or handed over (monotonic ms), for the held time. */
     readonly heldSince: number,
-  ) {
-    // A hand-over withdraws the new holder's entries only if it queued (handOverOrFree, at once).
-    this.withdrawn = how === 'won' || (how === 'handed' && waiter.enlisted);
-  }
+  ) {}
 }
 
 function holdingOf(lock: Lock): Holding | undefined {
@@ -73,10 +66,10 @@ export class HeldLocks {
    * A lock is held from now on: acquired, or handed over by a caller of this process. `since`:
    * the instant it became held (monotonic ms), when the caller has just read the clock anyway.
    */
-  add(lock: Lock, round: RoundResult | undefined, waiter: Waiter, how: HeldHow, since?: number): void {
+  add(lock: Lock, round: RoundResult | undefined, waiter: Waiter, queuing: boolean, since?: number): void {
     this.#held.add(lock);
     if (this.#held.size >= this.#pruneAt) this.#prune();
-    lock.holding = new Holding(round, waiter, how, since ?? (this.#instrumentation ? monotonicNow() : 0));
+    lock.holding = new Holding(round, waiter, queuing, since ?? (this.#instrumentation ? monotonicNow() : 0));
     this.#instrumentation?.lockHeld(lock);
   }
 

@@ -1,12 +1,12 @@
 import type { Lock, ReleaseResult } from '../lock/lock.js';
-import { entriesLeft, type HeldBy, type KindParts } from './hold-kind.js';
+import type { HeldBy, KindParts } from './hold-kind.js';
 
 /**
  * The release of a kind that passes holds on within a process (locks, permits): to the caller of
  * this process asleep on `line`, if LocalHandOver's rules allow, else `free` on the masters, after
  * which the next caller of this process asleep there tries at once (unless the masters queue it
  * and will name it: see LocalHandOver.wakeNext).
- * `keep`: what the old holder's queue entries leave behind (see QueueEntries.leave).
+ * `keep`: what the new holder's queue entries leave behind (see QueueEntries.leave).
  */
 export async function handOverOrFree(
   parts: KindParts,
@@ -19,14 +19,13 @@ export async function handOverOrFree(
   const { handOver, entries } = parts;
   const passed = held && handOver.offer(lock, line);
   if (passed) {
-    parts.held(passed.handed, held.round, passed.to, 'handed');
-    // Entries of either holder left on the masters go now. The new holder's, if it queued there,
-    // would head their queues all through its hold: a master freeing the key would reserve it
-    // for them, or grant it by hand-off, and nobody would come (its wait is over); until its
-    // release, and then until the reservation lapsed (a second), or the grant (the ttl), since a
-    // release frees only its own token. Keys granted to either go on to the next waiter.
+    parts.held(passed.handed, held.round, passed.to, false);
+    // The new holder's entries, if it queued on the masters, go now (the old holder's went when
+    // its hold began). They would head their queues all through its hold: a master freeing the
+    // key would reserve it for them, or grant it by hand-off, and nobody would come (its wait is
+    // over); until its release, and then until the reservation lapsed (a second), or the grant
+    // (the ttl), since a release frees only its own token. Keys granted to them go on.
     if (passed.to.enlisted) entries.leave(lock.resources, passed.to, keep);
-    if (entriesLeft(held)) entries.leave(lock.resources, held.waiter, keep);
     // The masters were not asked.
     return { releasedOn: 0, heldUntilRelease: true, nodes: [], handedOver: true };
   }
@@ -41,8 +40,7 @@ export async function handOverOrFree(
  * gets it, the masters keep it, and the next caller of this process asleep on `line` goes to ask
  * (unless the masters queue it and will name it).
  */
-export function handAwayFrom(parts: KindParts, lock: Lock, held: HeldBy | undefined, line: string, keep: string): void {
-  if (entriesLeft(held)) parts.entries.leave(lock.resources, held.waiter, keep);
+export function handAwayFrom(parts: KindParts, lock: Lock, line: string): void {
   parts.handOver.released(lock, line);
   parts.handOver.wakeNext(line, parts.handsOff);
 }

@@ -52,8 +52,7 @@ export interface HoldKind {
   release(lock: Lock, held: HeldBy | undefined): Promise<ReleaseResult>;
   /**
    * The hold leaves this process without being given back (`lock.handOver()`): the masters keep
-   * it for its new holder; the old holder's queue entries go, and this process's callers after it
-   * ask the masters like anyone else.
+   * it for its new holder, and this process's callers after it ask the masters like anyone else.
    */
   handAway(lock: Lock, held: HeldBy | undefined): void;
 }
@@ -96,32 +95,14 @@ export interface HeldBy {
   /** The winning round (undefined: taken without a scripted round, or handed over). */
   readonly round: RoundResult | undefined;
   readonly waiter: Waiter;
-  /** The waiter's id when a master may still hold a queue entry of it, else ''. */
-  readonly waiterId: string;
   /**
-   * The waiter's entries were withdrawn wherever a master may hold one when the hold began: by
-   * the round or grant that won it (QueueEntries.withdrawWhereRefused), or by its hand-over.
+   * The waiter's id when a master may still hold a queue entry of it (one answer of the winning
+   * round may still land), else '': the release script drops it with the key. No hold owes the
+   * masters a leave of its own: a hold begins with its waiter's entries withdrawn, by the round or
+   * grant that won it (QueueEntries.withdrawWhereRefused) or by its hand-over (handOverOrFree),
+   * and a plain SET NX queues nobody.
    */
-  readonly withdrawn: boolean;
-}
-
-/**
- * How a hold began. 'taken': by a plain SET NX, or adopted, which queue nobody. 'won': by a
- * scripted round or a hand-off grant, which may have queued the waiter where masters refused it;
- * the winner withdraws those entries at once (QueueEntries.withdrawWhereRefused). 'handed': by a
- * caller of this process (LocalHandOver); if the new holder had queued on the masters, its
- * entries are withdrawn with the hand-over (handOverOrFree).
- */
-export type HeldHow = 'taken' | 'won' | 'handed';
-
-/**
- * Whether the holder's queue entries may still stand on some master, so that a hand-over or a
- * hand-away must send the masters a leave. Not after the round or grant that won the hold: that
- * withdrew them already (HeldBy.withdrawn), and a second leave on every master is a wasted
- * script per master for each hold passed on in this process.
- */
-export function entriesLeft(held: HeldBy | undefined): held is HeldBy {
-  return held !== undefined && held.waiterId !== '' && !held.withdrawn;
+  readonly waiterId: string;
 }
 
 /** What a kind uses of its engine. */
@@ -135,5 +116,5 @@ export interface KindParts extends EngineRounds {
   /** Where this process holds readers or permits: its writers' first try there goes to the queue. */
   readonly sharedHere: SharedHoldsHere;
   /** A new hold, held since `since` (monotonic ms): registered as the engine registers its locks. */
-  held(lock: Lock, round: RoundResult | undefined, waiter: Waiter, how: HeldHow, since?: number): void;
+  held(lock: Lock, round: RoundResult | undefined, waiter: Waiter, queuing: boolean, since?: number): void;
 }

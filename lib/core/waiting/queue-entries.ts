@@ -66,7 +66,7 @@ export class QueueEntries implements QueueLeaving {
     if (!waiter.id) return;
     // An entry may be left where the master refused us, in this round or (enlisted) an earlier
     // one, and where the request may have run unseen (no answer in time, or an error after it
-    // went out): this is the holder's only withdrawal, its hand-over sends none (entriesLeft).
+    // went out): this is the holder's only withdrawal: its release or hand-over sends none.
     const holdsEntry = (status: NodeStatus) => status !== 'granted' && (waiter.enlisted || status !== 'quarantined');
     const landed: RedisNode[] = [];
     round.outcomes.forEach((outcome, index) => {

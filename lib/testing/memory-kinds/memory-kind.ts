@@ -1,7 +1,7 @@
 import { monotonicNow, validityLeftMs } from '../../core/base/clock.js';
 import type { NodeOutcome } from '../../core/base/node-outcome.js';
 import { newToken } from '../../core/base/token.js';
-import type { AttemptCall, Attempted, HeldBy, HeldHow, HoldKind } from '../../core/kinds/hold-kind.js';
+import type { AttemptCall, Attempted, HeldBy, HoldKind } from '../../core/kinds/hold-kind.js';
 import type { LockKind } from '../../core/lock/lock-kind.js';
 import { Lock, type LockEngine, type ReleaseResult } from '../../core/lock/lock.js';
 import type { ResolvedRedlockOptions } from '../../core/lock/redlock-options.js';
@@ -19,7 +19,7 @@ export interface MemoryKindParts {
   readonly options: ResolvedRedlockOptions;
   readonly localQueue: LocalQueue;
   /** A new hold, held since `since` (monotonic ms): registered as the engine registers its locks. */
-  held(lock: Lock, round: RoundResult | undefined, waiter: Waiter, how: HeldHow, since?: number): void;
+  held(lock: Lock, round: RoundResult | undefined, waiter: Waiter, queuing: boolean, since?: number): void;
 }
 
 /** A lock kind over the stand-in master (memory-kinds/), and what InMemoryRedlock's controls need of it. */
@@ -59,7 +59,7 @@ export function attemptOn(
   const left = validityLeftMs(ttlMs, start, end, options.driftFactor);
   if (taken.granted && left > 0) {
     const lock = new Lock(parts.engine, resources, keys, token, ttlMs, end + left, fence, kind, taken.slots);
-    parts.held(lock, undefined, waiter, 'taken', end);
+    parts.held(lock, undefined, waiter, false, end);
     return { lock, room: taken.room, outcomes: [{ node: IN_MEMORY_MASTER, status: 'granted' }] };
   }
   if (taken.granted) undo(token);

@@ -113,7 +113,7 @@ export class ExclusiveKind implements HoldKind {
     if (round.granted >= quorum && left > 0) {
       const lock = new Lock(this.rounds.engine, resources, keys, token, ttlMs, end + left, fence);
       this.rounds.handOver.held(lineOf(keys), lock);
-      this.rounds.held(lock, plain ? undefined : round, waiter, plain ? 'taken' : 'won', end);
+      this.rounds.held(lock, plain ? undefined : round, waiter, !plain, end);
       if (!plain) entries.withdrawWhereRefused(resources, waiter, round, token);
       return { lock, room: 0, outcomes: round.outcomes };
     }
@@ -137,7 +137,7 @@ export class ExclusiveKind implements HoldKind {
     observer?.handedOff(grant.masters.size);
     const lock = new Lock(this.rounds.engine, resources, keys, grant.token, ttlMs, grant.deadline);
     this.rounds.handOver.held(lineOf(keys), lock);
-    this.rounds.held(lock, grant.round, waiter, 'won', monotonicNow());
+    this.rounds.held(lock, grant.round, waiter, true, monotonicNow());
     this.rounds.entries.withdrawWhereRefused(resources, waiter, grant.round, grant.token, grant.masters);
     return lock;
   }
@@ -154,9 +154,9 @@ export class ExclusiveKind implements HoldKind {
     });
   }
 
-  /** Handed to another process: its keys stay (keep the token), this process's next caller asks the masters. */
-  handAway(lock: Lock, held: HeldBy | undefined): void {
-    handAwayFrom(this.rounds, lock, held, lineOf(lock.keys), lock.token);
+  /** Handed to another process: its keys stay, this process's next caller asks the masters. */
+  handAway(lock: Lock): void {
+    handAwayFrom(this.rounds, lock, lineOf(lock.keys));
   }
 
   /**

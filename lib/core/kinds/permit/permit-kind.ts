@@ -46,8 +46,8 @@ export class PermitKind extends SharedKind {
   }
 
   /** Handed to another process: the next caller of this process standing by for the semaphore asks the masters. */
-  override handAway(lock: Lock, held: HeldBy | undefined): void {
-    handAwayFrom(this.rounds, lock, held, this.localLine(lineOf(lock.keys)), '');
+  override handAway(lock: Lock): void {
+    handAwayFrom(this.rounds, lock, this.localLine(lineOf(lock.keys)));
   }
 
   protected get scriptLimit(): number {

@@ -15,7 +15,7 @@ import { AckedReply, replicaWait } from '../../voters/replica-acks.js';
 import { lineOf } from '../../waiting/local-hand-over.js';
 import type { HandOffGrants } from '../../waiting/hand-off-grants.js';
 import type { Waiter } from '../../waiting/waiter.js';
-import { entriesLeft, type AttemptCall, type Attempted, type HeldBy, type HoldKind, type KindParts } from '../hold-kind.js';
+import { type AttemptCall, type Attempted, type HeldBy, type HoldKind, type KindParts } from '../hold-kind.js';
 import { SHARED_ACQUIRES } from './shared-batches.js';
 import { readSharedReply, SHARED_ACQUIRE_SCRIPT, SHARED_EXTEND_SCRIPT, SHARED_FENCE_SCRIPT, SHARED_RELEASE_SCRIPT, sharedVote } from './shared-scripts.js';
 
@@ -173,7 +173,7 @@ export abstract class SharedKind implements HoldKind {
     if (agreed.count >= quorum && left > 0) {
       const slots = this.slotsOf(agreed.slots!);
       const lock = new Lock(this.rounds.engine, resources, keys, token, ttlMs, end + left, fence, kind, slots);
-      this.rounds.held(lock, round, waiter, 'won');
+      this.rounds.held(lock, round, waiter, true);
       this.rounds.sharedHere.add(lineOf(keys), lock);
       // After a win, the waiter's entries where masters refused it leave their queues (they would head them).
       this.rounds.entries.withdrawWhereRefused(resources, waiter, round, '');
@@ -234,10 +234,9 @@ export abstract class SharedKind implements HoldKind {
     return { releasedOn: round.granted, heldUntilRelease: round.granted >= this.rounds.quorum, nodes: round.outcomes };
   }
 
-  /** Handed to another process: the hold stays on the masters; only the old holder's queue entries go. */
-  handAway(lock: Lock, held: HeldBy | undefined): void {
+  /** Handed to another process: the hold stays on the masters, and nothing else of it is there. */
+  handAway(lock: Lock): void {
     this.rounds.sharedHere.remove(lineOf(lock.keys), lock);
-    if (entriesLeft(held)) this.rounds.entries.leave(lock.resources, held.waiter, '');
   }
 
   /**
