@@ -82,7 +82,9 @@ class Jobs {
 }
 
 @Module({
-  imports: [ScheduleModule.forRoot(), RedlockModule.forRoot({
+  imports: [
+    ScheduleModule.forRoot(),
+    RedlockModule.forRoot({
       nodes: config.nodes,
       restartQuarantineMs: false,
       logger: { warn: () => {} },
@@ -92,7 +94,8 @@ class Jobs {
           return { run: (work) => callStart.run(startedAt, work) };
         },
       },
-    }),],
+    }),
+  ],
   providers: [Jobs],
 })
 class TickAppModule {}
