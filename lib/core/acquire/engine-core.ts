@@ -142,7 +142,10 @@ export class EngineCore {
 
   /** The lock leaves for another process (`lock.handOver()`): forgotten here, its end reported, nothing given back. */
   handOverLock(lock: Lock): void {
-    this.#parts.kinds.of(lock.kind).handAway(lock, this.#forget(lock));
+    const kind = this.#parts.kinds.of(lock.kind);
+    const refusal = kind.handOverRefusal?.(lock);
+    if (refusal) throw new LockLostError(lock.resources, refusal);
+    kind.handAway(lock, this.#forget(lock));
   }
 
   /** The lock leaves the register of held locks (its end reported); how it was had, for its kind. */

@@ -55,6 +55,8 @@ export interface HoldKind {
    * it for its new holder, and this process's callers after it ask the masters like anyone else.
    */
   handAway(lock: Lock, held: HeldBy | undefined): void;
+  /** Why `lock` may not leave this process now (`lock.handOver()`), if it may not: checked before handAway. */
+  handOverRefusal?(lock: Lock): string | undefined;
 }
 
 /** An engine's kinds: the one for each kind a caller's options parse into (kinds/kinds.ts, or another engine's). */
@@ -86,9 +88,9 @@ export interface GrantCall {
 /**
  * A lock, with `room`: how many more callers of the same kind (and weight) may get a hold at once
  * too, as the grant found it (0 for none; Infinity for readers, who all fit), and
- * what each master did in the round that won it.
+ * what each master did in the round that won it (undefined: it came without one).
  */
-export type Attempted = { lock: Lock; room: number; outcomes: RoundOutcomes } | RoundFailure;
+export type Attempted = { lock: Lock; room: number; outcomes: RoundOutcomes | undefined } | RoundFailure;
 
 /** How a lock being released was acquired. */
 export interface HeldBy {

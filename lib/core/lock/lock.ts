@@ -18,8 +18,9 @@ export interface ReleaseResult {
   readonly heldUntilRelease: boolean;
   /**
    * True when the keys went straight to another caller of this process waiting for the same
-   * resources, or to another process by `handOver()` (no round trip; the masters were not
-   * asked, so `nodes` is empty).
+   * resources, or stay with other readers of this process sharing the read hold, or went to
+   * another process by `handOver()` (no round trip; the masters were not asked, so `nodes` is
+   * empty).
    */
   readonly handedOver?: boolean;
   /** What each master did, as they answer (filled in after `release()` resolves, for the slower ones). */
@@ -35,7 +36,7 @@ export interface LockEngine {
   releaseLock(lock: Lock): Promise<ReleaseResult>;
   /** Told when the lock's signal fires, before its listeners run (for instrumentation). */
   lockLost?(lock: Lock, error: unknown): void;
-  /** The lock leaves this engine for another (`lock.handOver()`): forgotten here, not released. */
+  /** The lock leaves this engine for another (`lock.handOver()`): forgotten here, not released; throws to refuse. */
   handOverLock?(lock: Lock): void;
 }
 
@@ -159,7 +160,7 @@ export class Lock {
   }
 
   /** @internal Set once by the acquire call that got the lock (kept as given: nothing is built per acquire). */
-  recordRounds(failed: readonly RoundOutcomes[] | undefined, won: RoundOutcomes): void {
+  recordRounds(failed: readonly RoundOutcomes[] | undefined, won: RoundOutcomes | undefined): void {
     this.#failedRounds = failed;
     this.#winningRound = won;
   }
@@ -227,6 +228,10 @@ export class Lock {
    *
    * The handle carries the lock's token: whoever has it can extend and release the lock. Pass it
    * as you would a credential, and never log it.
+   *
+   * Throws LockLostError, and the lock stays held here, when it is released or expired, when its
+   * engine cannot hand locks over, and for a reader that shares its hold on the masters with other
+   * readers of this process still holding (the other process could release it under them).
    */
   handOver(): string {
     if (this.#release) throw new LockLostError(this.resources, 'released, or handed over already');
@@ -234,9 +239,10 @@ export class Lock {
     if (!this.#engine.handOverLock) throw new LockLostError(this.resources, 'its engine cannot hand locks over');
     const { resources, kind, fence, slots } = this;
     const handle = encodeHandle({ resources, token: this.#token, kind, ttlMs: this.#ttlMs, fence, slots });
+    // First: the engine may refuse (a reader sharing its hold with others of this process), and the lock stays held.
+    this.#engine.handOverLock(this);
     clearTimeout(this.#deadlineTimer);
     this.#release = Promise.resolve({ releasedOn: 0, heldUntilRelease: true, nodes: [], handedOver: true });
-    this.#engine.handOverLock(this);
     if (this.#endListeners) this.#ended(new LockLostError(this.resources, 'handed over to another process'));
     return handle;
   }

@@ -1,6 +1,11 @@
+import type { Lock, ReleaseResult } from '../../lock/lock.js';
+import type { RoundResult } from '../../rounds/quorum-round.js';
+import { lineOf } from '../../waiting/local-hand-over.js';
 import { QUEUE_ENTRY_STAY_MS } from '../../waiting/queue-scripts.js';
 import type { Waiter } from '../../waiting/waiter.js';
+import type { AttemptCall, Attempted, HeldBy } from '../hold-kind.js';
 import { SharedKind } from '../shared/shared-holds.js';
+import { ReadersHere } from './readers-here.js';
 
 /**
  * Readers (`mode: 'read'`): any number hold a resource together, and none while a writer does.
@@ -12,12 +17,16 @@ import { SharedKind } from '../shared/shared-holds.js';
  * with the queued one when that one wakes. Its place is its ticket, taken when it began, which
  * the masters' queue compares with the writers' whether or not it is queued there, so standing by
  * costs it no turn.
+ *
+ * A new reader of this process joins a read hold another reader of it won on the masters, while
+ * that one holds it (ReadersHere): no round at all.
  */
 export class ReadKind extends SharedKind {
   /** Per line, the readers of this process asleep queued on the masters after a refusal. */
   readonly #refused = new Map<string, Set<Waiter>>();
   /** Per line, the readers of this process standing by for those. */
   readonly #standingBy = new Map<string, Set<Waiter>>();
+  readonly #readers = new ReadersHere();
 
   protected get scriptLimit(): number {
     return 0;
@@ -31,9 +40,49 @@ export class ReadKind extends SharedKind {
     return Array.from({ length: count }, () => 'r');
   }
 
-  /** At most a queue entry's stay: a reader queued on the masters wakes by then, or its entry lapses. */
+  override async attempt(call: AttemptCall): Promise<Attempted> {
+    const line = this.localLine(lineOf(call.keys));
+    // A fenced reader needs a fence of its own, from a round of its own.
+    const joined = call.fencing ? undefined : this.#readers.join(line, call.ttlMs, this.rounds.engine);
+    if (joined) {
+      this.rounds.held(joined, undefined, call.waiter, false);
+      this.rounds.sharedHere.add(lineOf(call.keys), joined);
+      // Refused earlier and queued on the masters: its entries would head their queues all through its hold.
+      if (call.waiter.enlisted) this.rounds.entries.leave(call.resources, call.waiter, '');
+      return { lock: joined, room: Infinity, outcomes: undefined };
+    }
+    const attempted = await super.attempt(call);
+    if ('lock' in attempted) this.#readers.won(line, attempted.lock);
+    return attempted;
+  }
+
+  override extend(lock: Lock, ttlMs: number): Promise<RoundResult> {
+    return this.#readers.extend(lock, ttlMs, (ttl) => super.extend(lock, ttl));
+  }
+
+  override release(lock: Lock, held: HeldBy | undefined): Promise<ReleaseResult> {
+    const line = lineOf(lock.keys);
+    this.rounds.sharedHere.remove(line, lock);
+    return this.#readers.release(lock, this.localLine(line), held, (founderHeld) => super.release(lock, founderHeld));
+  }
+
+  handOverRefusal(lock: Lock): string | undefined {
+    return this.#readers.handOverRefusal(lock);
+  }
+
+  override handAway(lock: Lock): void {
+    super.handAway(lock);
+    this.#readers.handedAway(lock, this.localLine(lineOf(lock.keys)));
+  }
+
+  /**
+   * None while a hold of this process takes joiners; else at most a queue entry's stay: a reader
+   * queued on the masters wakes by then, or its entry lapses.
+   */
   override standByMs(line: string): number | undefined {
-    return this.#refused.has(this.localLine(line)) ? QUEUE_ENTRY_STAY_MS : undefined;
+    const localLine = this.localLine(line);
+    if (this.#readers.open(localLine)) return undefined;
+    return this.#refused.has(localLine) ? QUEUE_ENTRY_STAY_MS : undefined;
   }
 
   override async sleep(localLine: string, waiter: Waiter, pause: () => Promise<void>): Promise<void> {
