@@ -13,13 +13,13 @@ import { ReadersHere } from './readers-here.js';
  *
  * A reader of this process that the masters refused (a writer holds or is queued ahead) sleeps
  * queued on them until a writer's release wakes every reader ahead of the next writer. A new
- * reader of this process meanwhile would only be refused too: it stands by, and goes to ask
- * with the queued one when that one wakes. Its place is its ticket, taken when it began, which
- * the masters' queue compares with the writers' whether or not it is queued there, so standing by
- * costs it no turn.
+ * reader of this process meanwhile would only be refused too: it stands by until the queued one,
+ * woken, has had its round, then joins the hold that round won (below) or asks itself. Its place
+ * is its ticket, taken when it began, which the masters' queue compares with the writers' whether
+ * or not it is queued there, so standing by costs it no turn.
  *
- * A new reader of this process joins a read hold another reader of it won on the masters, while
- * that one holds it (ReadersHere): no round at all.
+ * A new reader of this process joins a read hold another reader of it holds (ReadersHere): no
+ * round at all.
  */
 export class ReadKind extends SharedKind {
   /** Per line, the readers of this process asleep queued on the masters after a refusal. */
@@ -27,6 +27,9 @@ export class ReadKind extends SharedKind {
   /** Per line, the readers of this process standing by for those. */
   readonly #standingBy = new Map<string, Set<Waiter>>();
   readonly #readers = new ReadersHere();
+  /** The readers woken from the masters' queue whose round is out, with their line; and per line, how many. */
+  readonly #askingFor = new Map<Waiter, string>();
+  readonly #askingLines = new Map<string, number>();
 
   protected get scriptLimit(): number {
     return 0;
@@ -51,9 +54,13 @@ export class ReadKind extends SharedKind {
       if (call.waiter.enlisted) this.rounds.entries.leave(call.resources, call.waiter, '');
       return { lock: joined, room: Infinity, outcomes: undefined };
     }
-    const attempted = await super.attempt(call);
-    if ('lock' in attempted) this.#readers.won(line, attempted.lock);
-    return attempted;
+    try {
+      const attempted = await super.attempt(call);
+      if ('lock' in attempted) this.#readers.won(line, attempted.lock);
+      return attempted;
+    } finally {
+      this.#asked(call.waiter);
+    }
   }
 
   override extend(lock: Lock, ttlMs: number): Promise<RoundResult> {
@@ -76,13 +83,14 @@ export class ReadKind extends SharedKind {
   }
 
   /**
-   * None while a hold of this process takes joiners; else at most a queue entry's stay: a reader
-   * queued on the masters wakes by then, or its entry lapses.
+   * None while a hold of this process takes joiners; else, while a reader of this process is
+   * queued on the masters or woken from there and asking, at most a queue entry's stay: it wakes
+   * by then (or its entry lapses), and its round ends in a hold to join or a place in the queue.
    */
   override standByMs(line: string): number | undefined {
     const localLine = this.localLine(line);
     if (this.#readers.open(localLine)) return undefined;
-    return this.#refused.has(localLine) ? QUEUE_ENTRY_STAY_MS : undefined;
+    return this.#refused.has(localLine) || this.#askingLines.has(localLine) ? QUEUE_ENTRY_STAY_MS : undefined;
   }
 
   override async sleep(localLine: string, waiter: Waiter, pause: () => Promise<void>): Promise<void> {
@@ -92,13 +100,41 @@ export class ReadKind extends SharedKind {
     let set = sleepers.get(localLine);
     if (!set) sleepers.set(localLine, (set = new Set()));
     set.add(waiter);
+    let asks = false;
     try {
       await super.sleep(localLine, waiter, pause);
+      asks = queued;
     } finally {
       set.delete(waiter);
       if (set.size === 0) sleepers.delete(localLine);
-      // Woken (a writer's release woke the readers), timed out or given up: those standing by go too.
-      if (queued) for (const standingBy of this.#standingBy.get(localLine) ?? []) standingBy.wakeNow();
+      // Woken (a writer's release woke the readers) or timed out, it asks the masters: those standing
+      // by go once it has its answer (a hold they join, or a refusal that queues it again). Given
+      // up: they go now.
+      if (asks) this.#asking(localLine, waiter);
+      else if (queued) this.#wakeStandingBy(localLine);
     }
+  }
+
+  /** `waiter`, woken from the masters' queue, asks them for `localLine`: the callers standing by there wait for its round. */
+  #asking(localLine: string, waiter: Waiter): void {
+    this.#askingFor.set(waiter, localLine);
+    this.#askingLines.set(localLine, (this.#askingLines.get(localLine) ?? 0) + 1);
+    // Given up before its round (aborted, releaseAll): they go then.
+    waiter.whenClosed(() => this.#asked(waiter));
+  }
+
+  /** The round of a reader woken from the masters' queue is over (or it gave up): those standing by go. */
+  #asked(waiter: Waiter): void {
+    const localLine = this.#askingFor.get(waiter);
+    if (localLine === undefined) return;
+    this.#askingFor.delete(waiter);
+    const left = this.#askingLines.get(localLine)! - 1;
+    if (left === 0) this.#askingLines.delete(localLine);
+    else this.#askingLines.set(localLine, left);
+    this.#wakeStandingBy(localLine);
+  }
+
+  #wakeStandingBy(localLine: string): void {
+    for (const standingBy of this.#standingBy.get(localLine) ?? []) standingBy.wakeNow();
   }
 }
