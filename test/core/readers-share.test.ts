@@ -116,6 +116,15 @@ describe('readers of one process share a read hold', () => {
     await fourth.release();
   });
 
+  it('gives a joiner no more than the ttl it asked for', async () => {
+    const { redlock } = await engine();
+    const first = await redlock.acquire('doc', 20_000, { mode: 'read' });
+    const second = await redlock.acquire('doc', 2_000, { mode: 'read' });
+    expect(second.rounds).toEqual([]);
+    expect(second.remainingMs()).toBeLessThanOrEqual(2_000);
+    await Promise.all([first.release(), second.release()]);
+  });
+
   it('never joins for a fenced reader, nor a reader asking twice the ttl left', async () => {
     const { redlock, clients } = await engine();
     const first = await redlock.acquire('doc', 2_000, { mode: 'read' });

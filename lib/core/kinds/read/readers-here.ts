@@ -102,7 +102,8 @@ export class ReadersHere {
     const { founder } = open;
     let shared = open.shared;
     if (!shared) this.#shared.set(founder.token, (shared = new SharedRead(founder)));
-    const joined = new Lock(engine, founder.resources, founder.keys, founder.token, ttlMs, monotonicNow() + open.leftMs, undefined, founder.kind);
+    // Valid as long as a member already is, and no longer than it asked for (the hold may outlast that).
+    const joined = new Lock(engine, founder.resources, founder.keys, founder.token, ttlMs, monotonicNow() + Math.min(open.leftMs, ttlMs), undefined, founder.kind);
     shared.members.add(joined);
     shared.joins++;
     if (this.#shared.size >= this.#pruneAt) this.#prune();
