@@ -17,12 +17,15 @@ interface HoldSpec {
   permits?: number;
   fence?: number;
   resource?: string;
+  /** Readers of one process sharing a hold: the same token, their own workers. */
+  proc?: string;
+  worker?: number;
 }
 
 /** One hold: acquire invoke + ok (valid until `end`), released at `end`. */
 function hold(spec: HoldSpec): HistoryEvent[] {
-  const base = { proc: `p-${spec.token}`, worker: 0, resource: spec.resource ?? 'r' };
-  const id = `${spec.token}:acquire`;
+  const base = { proc: spec.proc ?? `p-${spec.token}`, worker: spec.worker ?? 0, resource: spec.resource ?? 'r' };
+  const id = `${base.proc}:${base.worker}:${spec.token}:acquire`;
   return [
     { ...base, op: 'acquire', phase: 'invoke', id, t: T(spec.invoke ?? spec.ok - 1), ttl: 1000 },
     {
@@ -55,6 +58,16 @@ describe('checker: readers and writers', () => {
       { token: 'w2', ok: 30, end: 40 },
     );
     expect(result.violations).toEqual([]);
+  });
+
+  it('judges readers of one process that share a token each by its own window', () => {
+    // The second reader joined the first's hold and holds on after the first let go.
+    const founder = { token: 't', proc: 'p', worker: 0, ok: 10, end: 20, mode: 'read' as const };
+    const joiner = { token: 't', proc: 'p', worker: 1, ok: 15, end: 40, mode: 'read' as const };
+    expect(check(founder, joiner, { token: 'w', ok: 45, end: 50 }).violations).toEqual([]);
+    const beside = check(founder, joiner, { token: 'w', ok: 25, end: 35 });
+    expect(beside.violations.map((v) => v.kind)).toContain('writer-shared');
+    expect(beside.holds.filter((h) => h.token === 't')).toHaveLength(2);
   });
 
   it('flags a writer beside a reader, either way round', () => {

@@ -4,7 +4,7 @@ import { checkHistory } from './support/checker.js';
 import { now } from './support/history.js';
 import { failures, runFor, timeoutFor } from './support/safety-run.js';
 import { scenarioFixture } from './support/scenario-fixture.js';
-import { loopWorker, mostAtOnce, range, shuffled, WEIGHTED } from './support/scenario-kit.js';
+import { loopWorker, mostAtOnce, range, sharedHolds, shuffled, WEIGHTED } from './support/scenario-kit.js';
 
 // The kill-masters faults for a semaphore and a read-write lock: workers in 3 processes loop on
 // one resource as permits of limit 2, as weighted permits (1 to 3 of 4), or as readers (70%) and writers; each episode kills 2 of
@@ -70,6 +70,10 @@ for (const shape of SHAPES) {
     scenario.expect(`live with 2 of 5 down (${episodes.liveTwoDown}/${episodes.run} episodes)`, episodes.liveTwoDown === episodes.run);
     scenario.expect(`live again once both are back (${episodes.liveAgain}/${episodes.run} episodes)`, episodes.liveAgain === episodes.run);
     scenario.expect(`${permits ? 'permits' : 'readers'} did hold together (at most ${together} at once)`, together > 1);
+    if (!permits) {
+      const joined = sharedHolds(holds);
+      scenario.expect(`readers of one process shared a hold (${joined} holds under another's token)`, joined > 0);
+    }
     const result = await scenario.finish();
     expect(failures(result)).toBe('');
   }, timeoutFor(SHORT_MS) * 2);

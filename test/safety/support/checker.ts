@@ -151,9 +151,21 @@ function byAt(a: Violation, b: Violation): number {
   return a.at < b.at ? -1 : a.at > b.at ? 1 : 0;
 }
 
+/**
+ * Whose hold an event is about: readers of one process may share one token (a reader joins a hold
+ * another reader of its process has), so a token alone does not name a hold. A worker runs one
+ * cycle at a time, so its worker and the token do: its holds of one token follow one another.
+ */
+function holderKey(event: HistoryEvent): string {
+  return `${event.proc}\n${event.worker}\n${event.token}`;
+}
+
+type Draft = { ok: HistoryEvent; invoke: HistoryEvent | undefined; validUntil: bigint; releasedAt?: bigint };
+
 function buildHolds(events: readonly HistoryEvent[]): Hold[] {
   const invokes = new Map<string, HistoryEvent>();
-  const drafts = new Map<string, { ok: HistoryEvent; invoke: HistoryEvent | undefined; validUntil: bigint; releasedAt?: bigint }>();
+  const drafts = new Map<string, Draft>();
+  const done: Draft[] = [];
   for (const event of events) {
     if (event.op === 'acquire' && event.phase === 'invoke' && event.id) invokes.set(event.id, event);
     if (event.op === 'acquire' && event.phase === 'ok') {
@@ -161,18 +173,20 @@ function buildHolds(events: readonly HistoryEvent[]): Hold[] {
         throw new Error(`acquire ok without token, validUntil or resource: ${describe(event)}`);
       }
       const invoke = event.id ? invokes.get(event.id) : undefined;
-      drafts.set(event.token, { ok: event, invoke, validUntil: event.validUntil });
+      const earlier = drafts.get(holderKey(event));
+      if (earlier) done.push(earlier);
+      drafts.set(holderKey(event), { ok: event, invoke, validUntil: event.validUntil });
     }
     if (event.op === 'extend' && (event.phase === 'ok' || event.phase === 'fail') && event.token && event.validUntil !== undefined) {
-      const draft = drafts.get(event.token);
+      const draft = drafts.get(holderKey(event));
       if (draft) draft.validUntil = event.validUntil;
     }
     if (event.op === 'release' && event.phase === 'invoke' && event.token) {
-      const draft = drafts.get(event.token);
+      const draft = drafts.get(holderKey(event));
       if (draft && draft.releasedAt === undefined) draft.releasedAt = event.t;
     }
   }
-  return [...drafts.values()].map(({ ok, invoke, validUntil, releasedAt }) => ({
+  return [...done, ...drafts.values()].map(({ ok, invoke, validUntil, releasedAt }) => ({
     token: ok.token!,
     proc: ok.proc,
     worker: ok.worker,
@@ -196,10 +210,10 @@ function holder(hold: Hold): string {
 }
 
 function checkValidity(events: readonly HistoryEvent[], holds: readonly Hold[], slackMs: number, out: Violation[]): void {
-  const okEvents = new Map(events.filter((e) => e.op === 'acquire' && e.phase === 'ok').map((e) => [e.token!, e]));
+  const okEvents = new Map(events.filter((e) => e.op === 'acquire' && e.phase === 'ok').map((e) => [`${holderKey(e)}\n${e.t}`, e]));
   for (const hold of holds) {
     // What the acquire itself promised: extends after it are judged by checkExtensions.
-    const ok = okEvents.get(hold.token)!;
+    const ok = okEvents.get(`${hold.proc}\n${hold.worker}\n${hold.token}\n${hold.okAt}`)!;
     const granted = ok.validUntil!;
     // Judged at the engine's grant where the worker has it: a worker descheduled after the call
     // may hold a lock that ran out meanwhile, which the engine did not hand out so.

@@ -11,9 +11,10 @@ export interface CycleShape {
 }
 
 /**
- * How often a plain lock's cycle goes without a fencing token. A fenced lock always takes its own
- * rounds, so without these the suite would never see a lock handed over within a process or
- * granted by a release (server-side hand-off); the store's fenced counter skips them.
+ * How often a plain lock's or a reader's cycle goes without a fencing token. A fenced hold always
+ * takes its own rounds, so without these the suite would never see a lock handed over within a
+ * process or granted by a release (server-side hand-off), nor readers of a process sharing a
+ * hold; the store's fenced counter skips them.
  */
 const UNFENCED_SHARE = 0.5;
 
@@ -23,7 +24,12 @@ export function cycleShape(shared: WorkerConfig['shared']): CycleShape {
     const { permits } = shared;
     return permits ? { limit: shared.limit, permits: permits[Math.floor(Math.random() * permits.length)]! } : { limit: shared.limit };
   }
-  if (shared?.readShare !== undefined) return Math.random() < shared.readShare ? { mode: 'read' } : { mode: 'write' };
+  // Readers unfenced as often as the lock: only those share a hold within a process.
+  if (shared?.readShare !== undefined) return Math.random() < shared.readShare ? { mode: 'read', ...unfencedAtTimes() } : { mode: 'write' };
+  return unfencedAtTimes();
+}
+
+function unfencedAtTimes(): CycleShape {
   return Math.random() < UNFENCED_SHARE ? { fencing: false } : {};
 }
 

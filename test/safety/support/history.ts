@@ -48,7 +48,7 @@ export interface HistoryEvent {
   /** Links the invoke event of one operation to its ok / fail / unknown event. */
   id?: string;
   resource?: string;
-  /** The lock's token: identifies one holder (one successful acquisition). */
+  /** The lock's token: one holder's, or, for readers of one process sharing a hold, theirs together. */
   token?: string;
   fence?: number;
   /**

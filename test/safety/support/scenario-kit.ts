@@ -104,6 +104,18 @@ export function expectSharing(scenario: SafetyRun, kind: Kind, resources?: reado
   scenario.expect(`${what} did hold together (at most ${most} at once on one resource)`, most > 1);
 }
 
+/** How many holds came under a token another hold of the same process had first: readers that joined a hold. */
+export function sharedHolds(holds: readonly Hold[]): number {
+  const seen = new Set<string>();
+  let joined = 0;
+  for (const hold of [...holds].sort((a, b) => (a.okAt < b.okAt ? -1 : a.okAt > b.okAt ? 1 : 0))) {
+    const key = `${hold.proc}\n${hold.token}`;
+    if (seen.has(key)) joined++;
+    else seen.add(key);
+  }
+  return joined;
+}
+
 /** The largest number of holds whose windows intersect. */
 export function mostAtOnce(holds: readonly Hold[]): number {
   const edges = holds.flatMap((h) => [
