@@ -151,7 +151,8 @@ export class Lock {
   /**
    * What every master did in each acquire round of the call that got this lock, oldest first,
    * the winning round last (node-redlock's `attempts`); empty when it came without a round of
-   * its own (handed over by a caller of this process, or granted by a release on the masters).
+   * its own (handed over by a caller of this process, granted by a release on the masters, or a
+   * reader that joined the hold of another reader of this process).
    */
   get rounds(): readonly RoundOutcomes[] {
     const won = this.#winningRound;

@@ -47,18 +47,19 @@ export class ReadKind extends SharedKind {
     const line = this.localLine(lineOf(call.keys));
     // A fenced reader needs a fence of its own, from a round of its own.
     const joined = call.fencing ? undefined : this.#readers.join(line, call.ttlMs, this.rounds.engine);
-    if (joined) {
-      this.rounds.held(joined, undefined, call.waiter, false);
-      this.rounds.sharedHere.add(lineOf(call.keys), joined);
-      // Refused earlier and queued on the masters: its entries would head their queues all through its hold.
-      if (call.waiter.enlisted) this.rounds.entries.leave(call.resources, call.waiter, '');
-      return { lock: joined, room: Infinity, outcomes: undefined };
-    }
     try {
+      if (joined) {
+        this.rounds.held(joined, undefined, call.waiter, false);
+        this.rounds.sharedHere.add(lineOf(call.keys), joined);
+        // Refused earlier and queued on the masters: its entries would head their queues all through its hold.
+        if (call.waiter.enlisted) this.rounds.entries.leave(call.resources, call.waiter, '');
+        return { lock: joined, room: Infinity, outcomes: undefined };
+      }
       const attempted = await super.attempt(call);
       if ('lock' in attempted) this.#readers.won(line, attempted.lock);
       return attempted;
     } finally {
+      // Woken from the masters' queue, it has its answer (a round, or a hold to join): those standing by go.
       this.#asked(call.waiter);
     }
   }
