@@ -146,6 +146,17 @@ describe('readers of one process share a read hold', () => {
     await Promise.all([first.release(), second.release()]);
   });
 
+  it('an extension for the others asks for their time and its drift margin, as their own rounds did', async () => {
+    const { redlock, clients } = await engine();
+    const first = await redlock.acquire('doc', 60_000, { mode: 'read' });
+    const second = await redlock.acquire('doc', 60_000, { mode: 'read' });
+    await second.extend(1_000);
+    // The first counted its deadline 1% of 60 s (600 ms) before the masters' expiry; the hold's
+    // new expiry must keep that margin, not end when the first's deadline does.
+    await untilHeldFor(clients, 'doc', first.remainingMs() + 300);
+    await Promise.all([first.release(), second.release()]);
+  });
+
   it("an extension counts on the hold's extensions sent before it: a shorter one never lands after a longer one", async () => {
     const { redlock, clients } = await engine();
     const first = await redlock.acquire('doc', 2_000, { mode: 'read' });

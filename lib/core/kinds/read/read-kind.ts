@@ -65,7 +65,7 @@ export class ReadKind extends SharedKind {
   }
 
   override extend(lock: Lock, ttlMs: number): Promise<RoundResult> {
-    return this.#readers.extend(lock, ttlMs, (ttl) => super.extend(lock, ttl));
+    return this.#readers.extend(lock, ttlMs, this.rounds.options.driftFactor, (ttl) => super.extend(lock, ttl));
   }
 
   override release(lock: Lock, held: HeldBy | undefined): Promise<ReleaseResult> {

@@ -70,8 +70,8 @@ class SharedRead {
  * What keeps it safe (docs/GUARANTEES.md, "Readers of one process share a hold"):
  * - No member is valid past the masters' expiry of the hold: a joiner is valid no longer than a
  *   member already is; an extension by one member asks for at least what every other member
- *   relies on, or may by an extension already sent; and a hold's extensions go one at a time,
- *   so none lands after a later one that counted on it.
+ *   relies on, or may by an extension already sent, plus its drift margin; and a hold's
+ *   extensions go one at a time, so none lands after a later one that counted on it.
  * - The hold leaves the masters only when no member relies on it any more (released, expired or
  *   lost), and goes to another process (`lock.handOver()`) only when no other member relies on it.
  * - A writer waits for joins no longer than the founder's hold and JOINS_PER_HOLD readers' after it.
@@ -122,9 +122,9 @@ export class ReadersHere {
 
   /**
    * Sends `lock`'s extension to `ttlMs` by `send`, after the hold's extension in flight (if any)
-   * has answered, at a ttl no shorter than what the hold's other members need.
+   * has answered, at a ttl no shorter than what the hold's other members need, drift included.
    */
-  async extend(lock: Lock, ttlMs: number, send: (ttlMs: number) => Promise<RoundResult>): Promise<RoundResult> {
+  async extend(lock: Lock, ttlMs: number, driftFactor: number, send: (ttlMs: number) => Promise<RoundResult>): Promise<RoundResult> {
     let shared = this.#shared.get(lock.token);
     if (!shared) this.#shared.set(lock.token, (shared = new SharedRead(lock)));
     const before = shared.extending;
@@ -133,7 +133,7 @@ export class ReadersHere {
       if (before) await before;
       // What the engine may make of this extension: a deadline within `ttlMs` of now.
       hold.promised.set(lock, Math.max(hold.promised.get(lock) ?? 0, monotonicNow() + ttlMs));
-      return send(Math.max(ttlMs, Math.ceil(hold.neededMs(lock))));
+      return send(Math.max(ttlMs, ttlCovering(hold.neededMs(lock), driftFactor)));
     })();
     const settled = extension.then(
       () => undefined,
@@ -191,4 +191,13 @@ export class ReadersHere {
     for (const [token, shared] of this.#shared) if (!shared.freed && !shared.extending && shared.reliedOnMs() <= 0) this.#shared.delete(token);
     this.#pruneAt = Math.max(64, (this.#founders.size + this.#shared.size) * 2);
   }
+}
+
+/**
+ * The ttl whose validity (ttl less drift, validityMs) still covers `neededMs` from now: the other
+ * members' deadlines were counted with their own drift margin against the masters' clocks, which
+ * an extension that sets the hold's expiry anew must keep.
+ */
+function ttlCovering(neededMs: number, driftFactor: number): number {
+  return neededMs <= 0 ? 0 : Math.ceil((neededMs + 3) / (1 - driftFactor));
 }
