@@ -94,7 +94,7 @@ describe('readers of one process share a read hold', () => {
     const secondReleased = await second.release();
     expect(secondReleased.heldUntilRelease).toBe(true);
     expect(secondReleased.releasedOn).toBeGreaterThanOrEqual(2);
-    // The release went out on every connection the writer's round goes out on after it.
+    // Freed on a majority when the release answered: another process's writer gets in.
     const writer = await b.redlock.tryAcquire('doc', 10_000);
     expect(writer).not.toBeNull();
     await writer!.release();
