@@ -29,14 +29,17 @@ class SharedRead {
   readonly promised = new Map<Lock, number>();
   /** How many readers joined it. */
   joins = 0;
-  /** How the founder had the hold (its winning round, its waiter): what the release on the masters needs. */
+  /** How its holder had the hold (its winning round, its waiter), once it let go: what the release on the masters needs. */
   held: HeldBy | undefined;
   /** Its extension in flight, settled once that has answered: the next extension, and the release, go after it. */
   extending: Promise<unknown> | undefined;
   /** The release on the masters, once the last member relying on the hold let go. */
   freed: Promise<ReleaseResult> | undefined;
 
-  constructor(holder: Lock) {
+  constructor(
+    /** The handle that won the hold in a round (the founder), or one that came with it (adopted). */
+    readonly holder: Lock,
+  ) {
     this.members.add(holder);
   }
 
@@ -160,8 +163,9 @@ export class ReadersHere {
     }
     shared.members.delete(lock);
     shared.promised.delete(lock);
-    // The founder's: a joiner's own entries left the queues when it joined.
-    if (held?.round || held?.waiterId) shared.held ??= held;
+    // The release on the masters goes behind the winning round's requests still in flight, and
+    // drops the founder's queue entries: a joiner's left the queues when it joined.
+    if (lock === shared.holder) shared.held = held;
     if (!shared.freed) {
       if (shared.reliedOnMs() > 0) return Promise.resolve(SHARED_ON);
       if (this.#founders.get(line)?.token === lock.token) this.#founders.delete(line);
