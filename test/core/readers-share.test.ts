@@ -1,6 +1,6 @@
 import type { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { LockLostError, Redlock, type Lock, type RedlockOptions } from '../../lib/index.js';
+import { LockLostError, Redlock, type RedlockOptions } from '../../lib/index.js';
 import { connectMasters, disconnectAll, FRESH_FLEET, sharedRoundsOn } from '../support/masters.js';
 import { RedisFleet } from '../support/redis-fleet.js';
 
@@ -49,7 +49,7 @@ async function holdsOn(clients: readonly Redis[], resource: string): Promise<Map
  * and the last master may apply it later.
  */
 async function untilHolds(clients: readonly Redis[], resource: string, count: number): Promise<void> {
-  await until(async () => (await holdsOn(clients, resource)).every((holds) => holds.size === count));
+  await expect.poll(async () => (await holdsOn(clients, resource)).map((holds) => holds.size)).toEqual(clients.map(() => count));
 }
 
 /**
@@ -57,10 +57,12 @@ async function untilHolds(clients: readonly Redis[], resource: string, count: nu
  * own clock (an extension settles at a quorum: the last master may apply it later).
  */
 async function untilHeldFor(clients: readonly Redis[], resource: string, ms: number): Promise<void> {
-  await until(async () => {
-    const [holds, now] = await Promise.all([holdsOn(clients, resource), Promise.all(clients.map(masterNow))]);
-    return holds.every((held, index) => held.size === 1 && [...held.values()][0]! - now[index]! >= ms);
-  });
+  await expect
+    .poll(async () => {
+      const [holds, now] = await Promise.all([holdsOn(clients, resource), Promise.all(clients.map(masterNow))]);
+      return holds.every((held, index) => held.size === 1 && [...held.values()][0]! - now[index]! >= ms);
+    })
+    .toBe(true);
 }
 
 /** A master's clock (ms), as the scripts read it. */
@@ -195,7 +197,7 @@ describe('readers of one process share a read hold', () => {
       return lock;
     });
     // Queued on every master: a writer's entry there is what refuses later readers.
-    await until(async () => (await Promise.all(a.clients.map((client) => client.hlen('redlock-queue:doc')))).every((count) => count > 0));
+    await expect.poll(async () => (await Promise.all(a.clients.map((client) => client.hlen('redlock-queue:doc')))).every((count) => count > 0)).toBe(true);
     // A chain of readers, each joining while the one before holds: it would keep the writer out for ever.
     for (let joins = 0; joins < 8; joins++) {
       const joiner = await a.redlock.acquire('doc', 10_000, { mode: 'read' });
@@ -216,13 +218,3 @@ describe('readers of one process share a read hold', () => {
     await read.release();
   });
 });
-
-/** Polls `check` until it holds (a state the masters settle on their own time). */
-async function until(check: () => Promise<boolean>): Promise<void> {
-  for (;;) {
-    if (await check()) return;
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-}
-
-export type { Lock };

@@ -1,4 +1,4 @@
-import type { Lock, ReleaseResult } from '../lock/lock.js';
+import { HANDED_OVER, type Lock, type ReleaseResult } from '../lock/lock.js';
 import type { HeldBy, KindParts } from './hold-kind.js';
 
 /**
@@ -27,7 +27,7 @@ export async function handOverOrFree(
     // (the ttl), since a release frees only its own token. Keys granted to them go on.
     if (passed.to.enlisted) entries.leave(lock.resources, passed.to, keep);
     // The masters were not asked.
-    return { releasedOn: 0, heldUntilRelease: true, nodes: [], handedOver: true };
+    return HANDED_OVER;
   }
   handOver.released(lock, line);
   const result = await free();

@@ -27,6 +27,12 @@ export interface ReleaseResult {
   readonly nodes: readonly NodeOutcome[];
 }
 
+/**
+ * @internal The release of a hold that stays held by another (a caller of this process it was
+ * handed to or shared with, or another process): the masters were not asked.
+ */
+export const HANDED_OVER: ReleaseResult = Object.freeze({ releasedOn: 0, heldUntilRelease: true, nodes: Object.freeze([]), handedOver: true });
+
 /** Told why a lock stopped being reliable: LockLostError for a release or a loss, or the error an extension failed with. */
 export type LockEndListener = (reason: unknown) => void;
 
@@ -243,7 +249,7 @@ export class Lock {
     // First: the engine may refuse (a reader sharing its hold with others of this process), and the lock stays held.
     this.#engine.handOverLock(this);
     clearTimeout(this.#deadlineTimer);
-    this.#release = Promise.resolve({ releasedOn: 0, heldUntilRelease: true, nodes: [], handedOver: true });
+    this.#release = Promise.resolve(HANDED_OVER);
     if (this.#endListeners) this.#ended(new LockLostError(this.resources, 'handed over to another process'));
     return handle;
   }

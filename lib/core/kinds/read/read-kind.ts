@@ -27,9 +27,8 @@ export class ReadKind extends SharedKind {
   /** Per line, the readers of this process standing by for those. */
   readonly #standingBy = new Map<string, Set<Waiter>>();
   readonly #readers = new ReadersHere();
-  /** The readers woken from the masters' queue whose round is out, with their line; and per line, how many. */
-  readonly #askingFor = new Map<Waiter, string>();
-  readonly #askingLines = new Map<string, number>();
+  /** Per line, the readers of this process woken from the masters' queue whose round is out. */
+  readonly #asking = new Map<string, Set<Waiter>>();
 
   protected get scriptLimit(): number {
     return 0;
@@ -44,13 +43,14 @@ export class ReadKind extends SharedKind {
   }
 
   override async attempt(call: AttemptCall): Promise<Attempted> {
-    const line = this.localLine(lineOf(call.keys));
+    const keysLine = lineOf(call.keys);
+    const line = this.localLine(keysLine);
     // A fenced reader needs a fence of its own, from a round of its own.
     const joined = call.fencing ? undefined : this.#readers.join(line, call.ttlMs, this.rounds.engine);
     try {
       if (joined) {
         this.rounds.held(joined, undefined, call.waiter, false);
-        this.rounds.sharedHere.add(lineOf(call.keys), joined);
+        this.rounds.sharedHere.add(keysLine, joined);
         // Refused earlier and queued on the masters: its entries would head their queues all through its hold.
         if (call.waiter.enlisted) this.rounds.entries.leave(call.resources, call.waiter, '');
         return { lock: joined, room: Infinity, outcomes: undefined };
@@ -60,7 +60,7 @@ export class ReadKind extends SharedKind {
       return attempted;
     } finally {
       // Woken from the masters' queue, it has its answer (a round, or a hold to join): those standing by go.
-      this.#asked(call.waiter);
+      this.#asked(line, call.waiter);
     }
   }
 
@@ -91,7 +91,7 @@ export class ReadKind extends SharedKind {
   override standByMs(line: string): number | undefined {
     const localLine = this.localLine(line);
     if (this.#readers.open(localLine)) return undefined;
-    return this.#refused.has(localLine) || this.#askingLines.has(localLine) ? QUEUE_ENTRY_STAY_MS : undefined;
+    return this.#refused.has(localLine) || this.#asking.has(localLine) ? QUEUE_ENTRY_STAY_MS : undefined;
   }
 
   override async sleep(localLine: string, waiter: Waiter, pause: () => Promise<void>): Promise<void> {
@@ -111,27 +111,25 @@ export class ReadKind extends SharedKind {
       // Woken (a writer's release woke the readers) or timed out, it asks the masters: those standing
       // by go once it has its answer (a hold they join, or a refusal that queues it again). Given
       // up: they go now.
-      if (asks) this.#asking(localLine, waiter);
+      if (asks) this.#startAsking(localLine, waiter);
       else if (queued) this.#wakeStandingBy(localLine);
     }
   }
 
   /** `waiter`, woken from the masters' queue, asks them for `localLine`: the callers standing by there wait for its round. */
-  #asking(localLine: string, waiter: Waiter): void {
-    this.#askingFor.set(waiter, localLine);
-    this.#askingLines.set(localLine, (this.#askingLines.get(localLine) ?? 0) + 1);
+  #startAsking(localLine: string, waiter: Waiter): void {
+    let asking = this.#asking.get(localLine);
+    if (!asking) this.#asking.set(localLine, (asking = new Set()));
+    asking.add(waiter);
     // Given up before its round (aborted, releaseAll): they go then.
-    waiter.whenClosed(() => this.#asked(waiter));
+    waiter.whenClosed(() => this.#asked(localLine, waiter));
   }
 
   /** The round of a reader woken from the masters' queue is over (or it gave up): those standing by go. */
-  #asked(waiter: Waiter): void {
-    const localLine = this.#askingFor.get(waiter);
-    if (localLine === undefined) return;
-    this.#askingFor.delete(waiter);
-    const left = this.#askingLines.get(localLine)! - 1;
-    if (left === 0) this.#askingLines.delete(localLine);
-    else this.#askingLines.set(localLine, left);
+  #asked(localLine: string, waiter: Waiter): void {
+    const asking = this.#asking.get(localLine);
+    if (!asking?.delete(waiter)) return;
+    if (asking.size === 0) this.#asking.delete(localLine);
     this.#wakeStandingBy(localLine);
   }
 

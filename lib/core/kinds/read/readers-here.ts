@@ -1,10 +1,7 @@
 import { monotonicNow } from '../../base/clock.js';
-import { Lock, type LockEngine, type ReleaseResult } from '../../lock/lock.js';
+import { HANDED_OVER, Lock, type LockEngine, type ReleaseResult } from '../../lock/lock.js';
 import type { RoundResult } from '../../rounds/quorum-round.js';
 import type { HeldBy } from '../hold-kind.js';
-
-/** A reader's release while other readers of its process still rely on the hold: the masters were not asked. */
-const SHARED_ON: ReleaseResult = Object.freeze({ releasedOn: 0, heldUntilRelease: true, nodes: Object.freeze([]), handedOver: true });
 
 /**
  * At most this many readers join one hold: readers of a process that keep overlapping would
@@ -167,7 +164,7 @@ export class ReadersHere {
     // drops the founder's queue entries: a joiner's left the queues when it joined.
     if (lock === shared.holder) shared.held = held;
     if (!shared.freed) {
-      if (shared.reliedOnMs() > 0) return Promise.resolve(SHARED_ON);
+      if (shared.reliedOnMs() > 0) return Promise.resolve(HANDED_OVER);
       if (this.#founders.get(line)?.token === lock.token) this.#founders.delete(line);
       const founderHeld = shared.held ?? held;
       shared.freed = shared.extending ? shared.extending.then(() => free(founderHeld)) : free(founderHeld);
