@@ -371,11 +371,12 @@ const holders = (clients: readonly Redis[], resource: string) => Promise.all(cli
 const settledHolders = (clients: readonly Redis[], resource: string, counts: number[]) =>
   expect.poll(() => holders(clients, resource), { timeout: 5_000, interval: 10 }).toEqual(counts);
 
+// Fenced readers below: unfenced readers of one process asking at once share one round (readers-share.test.ts).
 describe('shared acquires of one tick', () => {
   it('go to each master as one call alone and one batch, and every reader holds', async () => {
     const { redlock, clients } = await engine();
     const calls = sharedCalls(clients);
-    const readers = await Promise.all([0, 1, 2, 3].map(() => redlock.acquire('together', 10_000, { mode: 'read' })));
+    const readers = await Promise.all([0, 1, 2, 3].map(() => redlock.acquire('together', 10_000, { mode: 'read', fencing: true })));
     expect(readers.map((reader) => reader.mode)).toEqual(['read', 'read', 'read', 'read']);
     for (const perMaster of calls) {
       expect(perMaster.map((waiters) => waiters.length)).toEqual([1, 3]);
@@ -405,9 +406,9 @@ describe('shared acquires of one tick', () => {
     const { redlock, clients } = await engine();
     const calls = sharedCalls(clients);
     const [first, mismatched, third] = await Promise.allSettled([
-      redlock.acquire('a-doc', 10_000, { mode: 'read' }),
+      redlock.acquire('a-doc', 10_000, { mode: 'read', fencing: true }),
       redlock.acquire('a-pool', 10_000, { mode: 'read', waitTimeoutMs: 5_000 }),
-      redlock.acquire('a-doc', 10_000, { mode: 'read' }),
+      redlock.acquire('a-doc', 10_000, { mode: 'read', fencing: true }),
     ]);
     expect(first.status === 'fulfilled' && first.value.mode).toBe('read');
     expect(third.status === 'fulfilled' && third.value.mode).toBe('read');
@@ -421,7 +422,7 @@ describe('shared acquires of one tick', () => {
   it('are sent whole when a master has lost its scripts (SCRIPT FLUSH), and still hold', async () => {
     const { redlock, clients } = await engine();
     await Promise.all(clients.map((client) => client.script('FLUSH')));
-    const readers = await Promise.all([0, 1, 2].map(() => redlock.acquire('flushed', 10_000, { mode: 'read' })));
+    const readers = await Promise.all([0, 1, 2].map(() => redlock.acquire('flushed', 10_000, { mode: 'read', fencing: true })));
     expect(readers.every((reader) => reader.mode === 'read')).toBe(true);
     await settledHolders(clients, 'flushed', [3, 3, 3]);
     await Promise.all(readers.map((reader) => reader.release()));

@@ -1,7 +1,7 @@
 import type { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { LockLostError, Redlock, type RedlockOptions } from '../../lib/index.js';
-import { connectMasters, disconnectAll, FRESH_FLEET, sharedRoundsOn } from '../support/masters.js';
+import { connectMasters, disconnectAll, FRESH_FLEET, sharedAcquireWaiters, sharedRoundsOn, watchCalls } from '../support/masters.js';
 import { RedisFleet } from '../support/redis-fleet.js';
 
 // Readers of one process share a read hold on the masters (ReadersHere): a reader that asks
@@ -100,6 +100,43 @@ describe('readers of one process share a read hold', () => {
     const writer = await b.redlock.tryAcquire('doc', 10_000);
     expect(writer).not.toBeNull();
     await writer!.release();
+  });
+
+  it('readers asking at once send one round: the others wait for it and join the hold it wins', async () => {
+    const { redlock, clients } = await engine();
+    const rounds = sharedRoundsOn(clients[0]!);
+    const readers = await Promise.all([0, 1, 2, 3].map(() => redlock.acquire('doc', 10_000, { mode: 'read' })));
+    expect(rounds).toHaveLength(1);
+    expect(new Set(readers.map((reader) => reader.token)).size).toBe(1);
+    expect(readers.filter((reader) => reader.rounds.length === 0)).toHaveLength(3);
+    await untilHolds(clients, 'doc', 1);
+    await Promise.all(readers.map((reader) => reader.release()));
+    await untilHolds(clients, 'doc', 0);
+  });
+
+  it('when that round is refused, each of the others asks for itself, at once and once', async () => {
+    const [a, b] = await Promise.all([engine(), engine()]);
+    const writer = await b.redlock.acquire('doc', 10_000);
+    // Which turn of the event loop each shared acquire request left in.
+    let turn = 0;
+    let spinning = true;
+    const spin = () => {
+      turn++;
+      if (spinning) setImmediate(spin);
+    };
+    spin();
+    const sentIn: number[] = [];
+    watchCalls(a.clients[0]!, 'evalsha', (args) => {
+      for (const _ of sharedAcquireWaiters(args)) sentIn.push(turn);
+    });
+    const tries = await Promise.all([0, 1, 2].map(() => a.redlock.tryAcquire('doc', 10_000, { mode: 'read' })));
+    spinning = false;
+    expect(tries).toEqual([null, null, null]);
+    // The first round, then the two that waited for it, sent together once it was refused.
+    expect(sentIn).toHaveLength(3);
+    expect(sentIn[1]).toBeGreaterThan(sentIn[0]!);
+    expect(sentIn[2]).toBe(sentIn[1]);
+    await writer.release();
   });
 
   it('takes joiners while one of its readers holds it, and none once none does', async () => {

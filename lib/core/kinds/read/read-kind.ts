@@ -19,7 +19,8 @@ import { ReadersHere } from './readers-here.js';
  * or not it is queued there, so standing by costs it no turn.
  *
  * A new reader of this process joins a read hold another reader of it holds (ReadersHere): no
- * round at all.
+ * round at all; one that would send a round while another has one out for the same keys waits
+ * for that round and joins what it won.
  */
 export class ReadKind extends SharedKind {
   /** Per line, the readers of this process asleep queued on the masters after a refusal. */
@@ -29,6 +30,8 @@ export class ReadKind extends SharedKind {
   readonly #readers = new ReadersHere();
   /** Per line, the readers of this process woken from the masters' queue whose round is out. */
   readonly #asking = new Map<string, Set<Waiter>>();
+  /** Per line, the round an unfenced reader of this process has out, settled once it has answered and its hold, if any, takes joiners. */
+  readonly #roundsOut = new Map<string, Promise<undefined>>();
 
   protected get scriptLimit(): number {
     return 0;
@@ -46,8 +49,16 @@ export class ReadKind extends SharedKind {
     const keysLine = lineOf(call.keys);
     const line = this.localLine(keysLine);
     // A fenced reader needs a fence of its own, from a round of its own.
-    const joined = call.fencing ? undefined : this.#readers.join(line, call.ttlMs, this.rounds.engine);
+    let joined = call.fencing ? undefined : this.#readers.join(line, call.ttlMs, this.rounds.engine);
     try {
+      const out = call.fencing || joined ? undefined : this.#roundsOut.get(line);
+      if (out) {
+        // Another reader of this process has a round out for these keys (readers woken together
+        // from the masters' queue, or asking at once): the hold it wins takes this one in, for no
+        // round. Refused, each asks itself, once: waiting again would queue them one round apart.
+        await out;
+        joined = this.#readers.join(line, call.ttlMs, this.rounds.engine);
+      }
       if (joined) {
         this.rounds.held(joined, undefined, call.waiter, false);
         this.rounds.sharedHere.add(keysLine, joined);
@@ -55,9 +66,21 @@ export class ReadKind extends SharedKind {
         if (call.waiter.enlisted) this.rounds.entries.leave(call.resources, call.waiter, '');
         return { lock: joined, room: Infinity, outcomes: undefined };
       }
-      const attempted = await super.attempt(call);
-      if ('lock' in attempted) this.#readers.won(line, attempted.lock);
-      return attempted;
+      const round = super.attempt(call).then((attempted) => {
+        if ('lock' in attempted) this.#readers.won(line, attempted.lock);
+        return attempted;
+      });
+      if (call.fencing || this.#roundsOut.has(line)) return await round;
+      const settled = round.then(
+        () => undefined,
+        () => undefined,
+      );
+      this.#roundsOut.set(line, settled);
+      try {
+        return await round;
+      } finally {
+        if (this.#roundsOut.get(line) === settled) this.#roundsOut.delete(line);
+      }
     } finally {
       // Woken from the masters' queue, it has its answer (a round, or a hold to join): those standing by go.
       this.#asked(line, call.waiter);
