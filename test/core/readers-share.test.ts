@@ -139,6 +139,23 @@ describe('readers of one process share a read hold', () => {
     await writer.release();
   });
 
+  it('readers asking at once behind a writer: one round, and the others stand by for the reader it queued, then join the hold it wins', async () => {
+    const [a, b] = await Promise.all([engine(), engine()]);
+    const writer = await b.redlock.acquire('doc', 60_000);
+    const rounds = sharedRoundsOn(a.clients[0]!);
+    const readers = [0, 1, 2, 3].map(() => a.redlock.acquire('doc', 60_000, { mode: 'read', waitTimeoutMs: 30_000 }));
+    // The first's round queued it on every master; nobody else of its process is there.
+    await expect.poll(() => Promise.all(a.clients.map((client) => client.hlen('redlock-queue:doc')))).toEqual([1, 1, 1]);
+    const firstId = rounds[0];
+    await writer.release();
+    const held = await Promise.all(readers);
+    // Every round on the masters was the first's: the others joined what its last one won.
+    expect(rounds.filter((id) => id !== firstId)).toEqual([]);
+    expect(new Set(held.map((reader) => reader.token)).size).toBe(1);
+    expect(held.filter((reader) => reader.rounds.length === 0)).toHaveLength(3);
+    await Promise.all(held.map((reader) => reader.release()));
+  });
+
   it('takes joiners while one of its readers holds it, and none once none does', async () => {
     const { redlock, clients } = await engine();
     const first = await redlock.acquire('doc', 10_000, { mode: 'read' });

@@ -80,6 +80,7 @@ export class ReadKind extends SharedKind {
         return await round;
       } finally {
         if (this.#roundsOut.get(line) === settled) this.#roundsOut.delete(line);
+        this.#roundEnded(line);
       }
     } finally {
       // Woken from the masters' queue, it has its answer (a round, or a hold to join): those standing by go.
@@ -107,14 +108,31 @@ export class ReadKind extends SharedKind {
   }
 
   /**
-   * None while a hold of this process takes joiners; else, while a reader of this process is
-   * queued on the masters or woken from there and asking, at most a queue entry's stay: it wakes
-   * by then (or its entry lapses), and its round ends in a hold to join or a place in the queue.
+   * None while a hold of this process takes joiners; else, while a reader of this process has a
+   * round out, is queued on the masters or is woken from there and asking, at most a queue
+   * entry's stay: it wakes by then (or its entry lapses), and its round ends in a hold to join or
+   * a place in the queue.
    */
   override standByMs(line: string): number | undefined {
     const localLine = this.localLine(line);
     if (this.#readers.open(localLine)) return undefined;
-    return this.#refused.has(localLine) || this.#asking.has(localLine) ? QUEUE_ENTRY_STAY_MS : undefined;
+    return this.#refused.has(localLine) || this.#asking.has(localLine) || this.#roundsOut.has(localLine) ? QUEUE_ENTRY_STAY_MS : undefined;
+  }
+
+  /**
+   * A round out for `localLine` ended: those standing by for it join the hold it won. Refused, it
+   * sleeps queued (its caller goes there before the next turn of the event loop), and they stand
+   * by for it as for any reader of this process queued on the masters; if it does not (it gave up,
+   * or backs off after an error), they go.
+   */
+  #roundEnded(localLine: string): void {
+    if (this.#readers.open(localLine)) {
+      this.#wakeStandingBy(localLine);
+      return;
+    }
+    setImmediate(() => {
+      if (!this.#refused.has(localLine) && !this.#asking.has(localLine) && !this.#roundsOut.has(localLine)) this.#wakeStandingBy(localLine);
+    });
   }
 
   override async sleep(localLine: string, waiter: Waiter, pause: () => Promise<void>): Promise<void> {
