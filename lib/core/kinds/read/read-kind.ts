@@ -20,7 +20,7 @@ import { ReadersHere } from './readers-here.js';
  *
  * A new reader of this process joins a read hold another reader of it holds (ReadersHere): no
  * round at all; one that would send a round while another has one out for the same keys waits
- * for that round and joins what it won.
+ * for that round (stands by, if it is new and waits) and joins what it won.
  */
 export class ReadKind extends SharedKind {
   /** Per line, the readers of this process asleep queued on the masters after a refusal. */
@@ -54,8 +54,9 @@ export class ReadKind extends SharedKind {
       const out = call.fencing || joined ? undefined : this.#roundsOut.get(line);
       if (out) {
         // Another reader of this process has a round out for these keys (readers woken together
-        // from the masters' queue, or asking at once): the hold it wins takes this one in, for no
-        // round. Refused, each asks itself, once: waiting again would queue them one round apart.
+        // from the masters' queue, or callers that do not wait; a new caller that waits stood by
+        // for it instead, see standByMs): the hold it wins takes this one in, for no round.
+        // Refused, each asks itself, once: waiting again would queue them one round apart.
         await out;
         joined = this.#readers.join(line, call.ttlMs, this.rounds.engine);
       }
