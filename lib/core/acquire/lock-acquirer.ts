@@ -92,7 +92,8 @@ export class LockAcquirer {
     // Only a caller that will wait takes a place in the masters' queues: an entry of one that will
     // not come back would stand ahead of real waiters, and stretch every Retry-After behind it.
     // A release may grant the lock to the head of the masters' queue, for kinds that allow it.
-    const grants = kind.grantsFor({ keys, fencing, waits });
+    // Made only once a round needs them: an uncontended acquire's plain try does not.
+    const grants = () => kind.grantsFor({ keys, fencing, waits });
     const unannounced = engineOptions.keyFormat === 'node-redlock';
     const waiter = new Waiter(waits, this.#parts.wakeups, keys, wait, options.signal, this.#parts.quorum, grants, unannounced);
     const call = { resources: list, keys, ttlMs, attempt: 0, fencing, waiter, uncontended, observer };

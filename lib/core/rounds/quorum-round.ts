@@ -4,6 +4,7 @@ import type { NodeOutcome } from '../base/node-outcome.js';
 import type { RedisNode } from '../voters/redis-node.js';
 import { errorText, NodeQuarantinedError, NodeReconnectedError } from '../voters/redis-node.js';
 import { AckedReply } from '../voters/replica-acks.js';
+import { cancelDeadline, setDeadline } from './round-deadlines.js';
 import type { RoundReply } from '../scripts/replies.js';
 
 export type { RoundReply };
@@ -48,7 +49,8 @@ export interface RoundResult {
  * of the sockets (setImmediate runs after the loop's poll for I/O); and a timer that fires late
  * by more than LATE_SLACK of the timeout moves the deadline by as long as it was late (the
  * process was busy, so replies may have come meanwhile and more may still be unread), up to
- * `latestMs` in all. A round whose masters answer costs nothing of this: its timer is cleared.
+ * `latestMs` in all. A round whose masters answer costs nothing of this: its deadline is
+ * cancelled (round-deadlines.ts: one timer serves every round).
  */
 /**
  * A deadline timer late by more than this share of the node timeout (and LATE_MIN_MS) found this
@@ -89,7 +91,7 @@ export function runRound(
       settled = true;
       // With a listener, the round's own timer keeps watching the stragglers until they have all
       // answered or the deadline says they are late: no clock read per reply, no second timer.
-      if (!report || answered === total) clearTimeout(timer);
+      if (!report || answered === total) cancelDeadline(timer);
       resolve({ outcomes, granted, refused, requests });
     };
     const decided = () => granted >= options.quorum || answered - granted > total - options.quorum;
@@ -98,7 +100,7 @@ export function runRound(
       if (!settled) {
         if (decided()) finish();
       } else if (answered === total) {
-        clearTimeout(timer); // the last straggler, in time
+        cancelDeadline(timer); // the last straggler, in time
       }
     };
 
@@ -115,7 +117,7 @@ export function runRound(
         const moreMs = Math.min(lateMs, startedAt + latestMs - now);
         if (lateMs > Math.max(LATE_MIN_MS, options.timeoutMs * LATE_SLACK) && moreMs > 0) {
           dueAt = now + moreMs;
-          timer = setTimeout(deadline, moreMs);
+          timer = setDeadline(moreMs, deadline);
         } else {
           expiring = true;
           setImmediate(deadline);
@@ -133,7 +135,7 @@ export function runRound(
       });
       finish();
     };
-    let timer = setTimeout(deadline, options.timeoutMs);
+    let timer = setDeadline(options.timeoutMs, deadline);
 
     const failed = (outcome: NodeOutcome, index: number, error: unknown) => {
       if (error instanceof NodeQuarantinedError) {

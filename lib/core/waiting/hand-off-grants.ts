@@ -31,8 +31,8 @@ export interface HandOffGrant {
  * reply counts as the master's grant. It holds the lock once a majority granted it that way,
  * with validity left.
  *
- * Every request k of the waiter carries its own token, `prefix` + k, and the entry it writes names
- * k (its anchor). The rules that keep the count honest:
+ * Every request k of the waiter that can queue it carries its own token, `prefix` + k, and the
+ * entry it writes names k (its anchor). (A first plain SET NX queues nobody: its token is its own.) The rules that keep the count honest:
  * - Only grants anchored at the latest request count. A later request takes over, with its own
  *   token, any key an earlier grant set (the acquire script treats the prefix as ours), so an
  *   older grant is either taken over and counted in that request's own round, or gone.

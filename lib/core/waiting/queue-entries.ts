@@ -45,7 +45,7 @@ export class QueueEntries implements QueueLeaving {
   async leaveNow(resources: readonly string[], waiter: Waiter, keep: string, nodes: readonly RedisNode[] = this.nodes): Promise<void> {
     if (!waiter.id) return;
     const keys = [...resources.map((resource) => this.names.lock(resource)), ...this.keys(resources), ...resources.map((resource) => this.names.holders(resource))];
-    const args = [QUEUE_ENTRY_STAY_MS, waiter.id, waiter.grants?.prefix ?? '', keep];
+    const args = [QUEUE_ENTRY_STAY_MS, waiter.id, waiter.existingGrants?.prefix ?? '', keep];
     await Promise.all(nodes.map((node) => node.run(LEAVE_SCRIPT, keys, args).catch(() => {})));
   }
 

@@ -61,6 +61,8 @@ export class Waiter {
   #recheckAt = Number.POSITIVE_INFINITY;
   /** Brings the current sleep's timer forward to a time, while it lasts. */
   #shorten: ((at: number) => void) | undefined;
+  #grants: HandOffGrants | undefined;
+  #makeGrants: (() => HandOffGrants | undefined) | undefined;
 
   constructor(
     queues: boolean,
@@ -69,8 +71,12 @@ export class Waiter {
     private readonly wait: Required<WaitOptions>,
     private readonly signal: AbortSignal | undefined,
     private readonly quorum = 1,
-    /** For a waiter that a release may grant the lock to (docs/GUARANTEES.md, "Server-side hand-off"). */
-    readonly grants?: HandOffGrants,
+    /**
+     * For a waiter that a release may grant the lock to (docs/GUARANTEES.md, "Server-side
+     * hand-off"): made at the first use of `grants`, which an acquire won at its first plain try
+     * never makes.
+     */
+    makeGrants?: () => HandOffGrants | undefined,
     /**
      * Releases may come without a word (node-redlock processes sharing the keys delete them and
      * publish nothing): look again every retryDelayMs while a lock is held, not only when woken.
@@ -82,11 +88,31 @@ export class Waiter {
     // Wall-clock ticket: the only clock every process shares. Skew between clients only costs
     // fairness, never safety. Microsecond slots keep tickets of one process apart.
     this.ticket = Date.now() * 1000 + (sequence % 1000);
-    grants?.whenConfirmed((verdict, master) => {
-      if (verdict === 'held') this.#wakeUp();
-      // A master that says the key is not ours did not release it to us: nothing to wake for.
-      else if (verdict !== 'refuted') this.#namedBy(master, true);
-    });
+    this.#makeGrants = makeGrants;
+  }
+
+  /** The hand-off grants this waiter may be given, made now if they were not yet (see `existingGrants`). */
+  get grants(): HandOffGrants | undefined {
+    const make = this.#makeGrants;
+    if (make) {
+      this.#makeGrants = undefined;
+      const grants = make();
+      grants?.whenConfirmed((verdict, master) => {
+        if (verdict === 'held') this.#wakeUp();
+        // A master that says the key is not ours did not release it to us: nothing to wake for.
+        else if (verdict !== 'refuted') this.#namedBy(master, true);
+      });
+      this.#grants = grants;
+    }
+    return this.#grants;
+  }
+
+  /**
+   * The grants, if `grants` has made them: a request that may be granted by hand-off takes its
+   * token from them, so before that, no master can have granted this waiter anything.
+   */
+  get existingGrants(): HandOffGrants | undefined {
+    return this.#grants;
   }
 
   /**
@@ -95,7 +121,7 @@ export class Waiter {
    * could otherwise have gone unheard.
    */
   async pause(error: RedlockError, leftMs: number): Promise<void> {
-    if (this.grants?.lock) return;
+    if (this.#grants?.lock) return;
     if (error instanceof QuorumUnreachableError && error.retryAfterMs !== undefined) {
       // Masters in restart quarantine vote again at a known time: asking before is pointless.
       await this.#sleep(Math.min(leftMs, error.retryAfterMs), false);
@@ -153,7 +179,7 @@ export class Waiter {
     // A caller that does not queue never pauses: nothing to time or listen for.
     if (!this.wakeups || this.id === '') return;
     this.#recheckAt = Number.POSITIVE_INFINITY;
-    this.grants?.sending(attempt);
+    this.#grants?.sending(attempt);
     this.#roundStartedAt = performance.now();
     if (this.#stopListening) return;
     this.#heardSinceRound = this.wakeups.namesReachUs;
@@ -189,7 +215,7 @@ export class Waiter {
 
   /** A lock a majority of masters granted this waiter by hand-off, if any. */
   get granted(): HandOffGrant | undefined {
-    return this.grants?.lock;
+    return this.#grants?.lock;
   }
 
   /**
@@ -227,8 +253,8 @@ export class Waiter {
    */
   #named(next: string, master: number, grantAnchor: number | undefined): void {
     if (next !== '' && next !== this.id) return;
-    if (grantAnchor !== undefined && this.grants) {
-      const verdict = this.grants.granted(master, grantAnchor);
+    if (grantAnchor !== undefined && this.#grants) {
+      const verdict = this.#grants.granted(master, grantAnchor);
       if (verdict === 'held') this.#wakeUp();
       // 'later': the master is asked whether it granted; its answer names this waiter (#namedBy) if that is not enough.
       if (verdict !== 'no') return;
@@ -264,7 +290,7 @@ export class Waiter {
       let immediate: NodeJS.Immediate | undefined;
       const endAfter = (ms: number, last: boolean) => {
         timer = setTimeout(() => {
-          immediate = setImmediate(() => (!last && this.grants?.asking ? endAfter(ms, true) : this.#wakeUp()));
+          immediate = setImmediate(() => (!last && this.#grants?.asking ? endAfter(ms, true) : this.#wakeUp()));
         }, ms);
       };
       endAfter(spreadMs, false);

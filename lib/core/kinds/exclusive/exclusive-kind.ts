@@ -72,8 +72,11 @@ export class ExclusiveKind implements HoldKind {
     // plain try, which answers "held" (GUARANTEES, "One family per resource").
     const plain = uncontended && attempt === 1 && keys.length === 1 && !fencing && (waiter.id === '' || !this.rounds.sharedHere.holds(keys[0]!));
     const { entries, names, options, quorum } = this.rounds;
-    // A hand-off waiter's tokens share its prefix: a later round takes over what an earlier one was granted.
-    const token = waiter.grants ? waiter.grants.tokenFor(attempt) : newToken();
+    // A hand-off waiter's tokens share its prefix: a later round takes over what an earlier one was
+    // granted. A plain take is never granted by hand-off (it leaves no queue entry), and what it
+    // took where the round failed is freed behind it on each connection, ahead of the next round.
+    const grants = plain ? undefined : waiter.grants;
+    const token = grants ? grants.tokenFor(attempt) : newToken();
     const start = monotonicNow();
     let round: RoundResult;
     let mismatch: ReturnType<typeof mismatchWatch> | undefined;
@@ -85,7 +88,7 @@ export class ExclusiveKind implements HoldKind {
       round = await this.rounds.round(ttlMs, interpretTake, this.rounds.vote((node) => node.batched(TAKES, take)), 'acquire');
     } else {
       if (fencing) scriptKeys.push(...resources.map((r) => names.fence(r)));
-      const args = [token, ttlMs, keys.length, waiter.id, waiter.ticket, QUEUE_ENTRY_STAY_MS, waiter.grants?.prefix ?? '', attempt];
+      const args = [token, ttlMs, keys.length, waiter.id, waiter.ticket, QUEUE_ENTRY_STAY_MS, grants?.prefix ?? '', attempt];
       const watch = mismatchWatch(this.rounds.vote((node) => node.write(ACQUIRE_SCRIPT, scriptKeys, args, acks)));
       mismatch = watch;
       waiter.beforeRound(attempt);
@@ -118,7 +121,7 @@ export class ExclusiveKind implements HoldKind {
       return { lock, room: 0, outcomes: round.outcomes };
     }
     // From now on, masters that refused this round may grant it by hand-off.
-    if (!plain) waiter.grants?.failed(asked);
+    grants?.failed(asked);
     // Timed-out requests may still be applied, and a late grant may land on any node: clean
     // wherever it did not refuse, behind a scripted acquire only once it has finished (see
     // release). Not awaited: the next round goes out behind it on every connection.
