@@ -54,4 +54,19 @@ describe('round deadlines (one timer per timeout length)', () => {
     });
     expect(await inner).toEqual(['outer', 'inner']);
   });
+
+  it('a deadline that cancels another of its length while the timer fires them leaves the rest in order', async () => {
+    const { fired, fire, after } = firing();
+    const deadlines: ReturnType<typeof setDeadline>[] = [];
+    for (let i = 0; i < 100; i++) {
+      // The 71st, fired with 70 behind it, cancels the last: the list is cut while it is being read.
+      deadlines.push(setDeadline(10, i === 70 ? () => (fire('70')(), cancelDeadline(deadlines[99]!)) : fire(String(i))));
+    }
+    await after('98');
+    expect(fired).toEqual(Array.from({ length: 99 }, (_, i) => String(i)));
+    // The cancelled one never fires, and the list still serves the next deadline of its length.
+    const next = after('next');
+    setDeadline(10, fire('next'));
+    expect(await next).toEqual([...Array.from({ length: 99 }, (_, i) => String(i)), 'next']);
+  });
 });

@@ -27,9 +27,9 @@ class DeadlineList {
     // waits for the timer armed there, not one of its own.
     const now = monotonicNow();
     try {
-      const items = this.items;
-      while (this.head < items.length) {
-        const deadline = items[this.head]!;
+      // `items` and `head` read afresh each time: a `fire` that cancels a deadline may trim them.
+      while (this.head < this.items.length) {
+        const deadline = this.items[this.head]!;
         if (deadline.fire && deadline.at > now) break;
         this.head++;
         const fire = deadline.fire;
