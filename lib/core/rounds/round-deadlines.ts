@@ -1,6 +1,6 @@
 import { monotonicNow } from '../base/clock.js';
 
-/** A round's deadline: `cancel` it once the round no longer needs it. */
+/** A round's deadline: `cancelDeadline` it once the round no longer needs it. */
 export interface Deadline {
   /** @internal When it falls due (monotonic ms). */
   readonly at: number;
