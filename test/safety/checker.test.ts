@@ -339,4 +339,31 @@ describe('the safety checker', () => {
     expect(greedy.violations[0]!.message).toMatch(/taken in 50\.0 ms promised validity until 988\.0 ms after the round began in the engine/);
     expect(checkHistory(timed('c', 400 + 988, 50), { validitySlackMs: 5 }).counts['validity-excess']).toBe(1);
   });
+
+  it('judges a call that took no round of its own, having joined a hold of its process, by what the hold had claimed', () => {
+    // Worker 0's round won a hold valid until 2,500; worker 1 of the same process joined it (one
+    // token, no round: the engine timed its call from 100, 400 ms of it spent waiting for that round).
+    const founder = hold({ token: 'shared', invoke: 0, ok: 500, validFor: 2000, ttl: 3000, single: true }).map((event) =>
+      event.phase === 'ok' ? { ...event, engineStartedAt: T(10), engineMs: 480, engineRoundMs: 480 } : event,
+    );
+    const joiner = (validUntil: number, proc = 'p') =>
+      hold({ proc, token: 'shared', invoke: 90, ok: 510, validFor: validUntil - 510, single: true, release: 900 }).map((event) => ({
+        ...event,
+        worker: 1,
+        ...(event.phase === 'ok' ? { engineStartedAt: T(100), engineMs: 400 } : {}),
+      }));
+    // Its own ttl from the join, within the hold's claim: not a single round's promise, and no excess.
+    expect(checkHistory([...founder, ...joiner(1500)], { validitySlackMs: 5 }).counts['validity-excess']).toBe(0);
+    expect(checkHistory([...founder, ...joiner(2500)], { validitySlackMs: 5 }).counts['validity-excess']).toBe(0);
+    // Past what the hold had claimed: caught.
+    const beyond = checkHistory([...founder, ...joiner(2600)], { validitySlackMs: 5 });
+    expect(beyond.counts['validity-excess']).toBe(1);
+    expect(beyond.violations[0]!.message).toMatch(/joined a hold of its process and promised validity 100\.0 ms past/);
+    // With no hold of its process to have joined (another process's token), its whole call is its
+    // round: 100 + 1000 - 12 - 400 = 688 at most.
+    const alone = checkHistory([...founder, ...joiner(1500, 'q')], { validitySlackMs: 5 });
+    const excess = alone.violations.filter((v) => v.kind === 'validity-excess').map((v) => v.message);
+    expect(excess).toEqual([expect.stringMatching(/q\/1 .*taken in 400\.0 ms promised validity until 1400\.0 ms/)]);
+  });
 });
+

@@ -25,7 +25,9 @@ import { checkSharedHolds, isShared } from './shared-holds-check.js';
  *    windows at once; `writer-shared`, a writer's window with any other holder's; and fences
  *    rising over every holder whose lock was handed out before this one's acquire began.
  * Plus the validity rule: `no-validity`, a lock handed out whose validity had already run out;
- * `validity-excess`, a single-round acquire that promised more than ttl - drift - elapsed, or
+ * `validity-excess`, a single-round acquire that promised more than ttl - drift - elapsed (one
+ * that joined a hold of its process, with no round of its own, more than the hold's members had
+ * claimed), or
  * an extend (ok or failed) after which the lock claimed more than its new ttl - drift from the
  * moment the call returned: a master may drop the key that early.
  */
@@ -229,6 +231,21 @@ function checkValidity(events: readonly HistoryEvent[], holds: readonly Hold[], 
       continue;
     }
     if (!ok.single || hold.invokedAt === undefined || ok.ttl === undefined) continue;
+    // No round of its own, and another call of its process holds its token: the call joined that
+    // hold (readers of one process share one). It may promise no more than the hold's members had
+    // claimed. (A call with no other member is judged as one round, the whole call its round.)
+    const joined = ok.engineStartedAt !== undefined && ok.engineRoundMs === undefined ? heldByOthers(events, ok) : undefined;
+    if (joined !== undefined) {
+      if (granted > joined + nsFromMs(slackMs)) {
+        out.push({
+          kind: 'validity-excess',
+          resource: hold.resource,
+          at: hold.okAt,
+          message: `${holder(hold)}: joined a hold of its process and promised validity ${ms(granted - joined).toFixed(1)} ms past what its members had claimed`,
+        });
+      }
+      continue;
+    }
     // validUntil = start + ttl - (end - start) - drift. By the engine's own timing of the round
     // where the worker has it: the call ended a few microseconds after the round was decided, so
     // the round began its own duration before. Else by the call's (a process descheduled between
@@ -251,6 +268,22 @@ function checkValidity(events: readonly HistoryEvent[], holds: readonly Hold[], 
       });
     }
   }
+}
+
+/**
+ * The longest validity the other members of `joined`'s hold (its process, its token) had claimed
+ * by the time it joined: their acquires' (each made before a member could join it, whenever its
+ * worker recorded it), and their extends' recorded before the join's. Undefined if it has none.
+ */
+function heldByOthers(events: readonly HistoryEvent[], joined: HistoryEvent): bigint | undefined {
+  let longest: bigint | undefined;
+  for (const event of events) {
+    if (event === joined || event.proc !== joined.proc || event.token !== joined.token) continue;
+    if (event.validUntil === undefined || event.phase === 'invoke') continue;
+    const claims = (event.op === 'acquire' && event.phase === 'ok') || (event.op === 'extend' && event.t < joined.t);
+    if (claims && (longest === undefined || event.validUntil > longest)) longest = event.validUntil;
+  }
+  return longest;
 }
 
 /**
