@@ -49,10 +49,7 @@ class DeadlineList {
       if (lists.get(this.timeoutMs) === this) lists.delete(this.timeoutMs);
       return;
     }
-    if (this.head > 64) {
-      this.items = this.items.slice(this.head);
-      this.head = 0;
-    }
+    this.#compact();
     this.#arm(this.items[this.head]!.at - now);
   }
 
@@ -71,11 +68,16 @@ class DeadlineList {
     const items = this.items;
     while (items.length > this.head && items[items.length - 1]!.fire === undefined) items.pop();
     while (this.head < items.length && items[this.head]!.fire === undefined) this.head++;
-    if (this.head === items.length) {
-      items.length = 0;
+    this.#compact();
+  }
+
+  /** Lets go of the deadlines before `head`: all of them at once, or in a copy once they are most of the list. */
+  #compact(): void {
+    if (this.head === this.items.length) {
+      this.items.length = 0;
       this.head = 0;
-    } else if (this.head > 64 && this.head * 2 > items.length) {
-      this.items = items.slice(this.head);
+    } else if (this.head > 64 && this.head * 2 > this.items.length) {
+      this.items = this.items.slice(this.head);
       this.head = 0;
     }
   }

@@ -279,7 +279,7 @@ function heldByOthers(events: readonly HistoryEvent[], joined: HistoryEvent): bi
   let longest: bigint | undefined;
   for (const event of events) {
     if (event === joined || event.proc !== joined.proc || event.token !== joined.token) continue;
-    if (event.validUntil === undefined || event.phase === 'invoke') continue;
+    if (event.validUntil === undefined) continue;
     const claims = (event.op === 'acquire' && event.phase === 'ok') || (event.op === 'extend' && event.t < joined.t);
     if (claims && (longest === undefined || event.validUntil > longest)) longest = event.validUntil;
   }
